@@ -1,0 +1,43 @@
+# WikiRAG Workbench. `make help` lists the targets.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+PORT ?= 8501
+
+.PHONY: help setup run index test test-fast lint format bench clean
+
+help:  ## list targets
+	@grep -E '^[a-z-]+:.*##' Makefile | sed 's/:.*## /\t/'
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	@touch $(STAMP)
+
+setup: $(STAMP)  ## create .venv and install everything (idempotent)
+
+index: $(STAMP)  ## build/refresh the index of the bundled wiki (incremental)
+	HF_HUB_OFFLINE=1 $(BIN)/wikirag index --kb wiki
+
+run: index  ## set up, index the bundled wiki, open the workbench on 127.0.0.1:$(PORT)
+	HF_HUB_OFFLINE=1 $(BIN)/wikirag ui --kb wiki --port $(PORT)
+
+test: $(STAMP)  ## run the full test suite (slow and browser tests included)
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q
+
+test-fast: $(STAMP)  ## the suite without slow and browser tests
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -m "not slow and not browser"
+
+lint: $(STAMP)  ## ruff lint + format check
+	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+
+format: $(STAMP)  ## apply ruff formatting and fixes
+	$(BIN)/ruff format . && $(BIN)/ruff check --fix .
+
+bench: $(STAMP)  ## run the benchmarks, JSON under benchmarks/results/
+	HF_HUB_OFFLINE=1 $(BIN)/wikirag bench --kb wiki --json benchmarks/results/wiki.json
+
+clean:  ## remove the index and caches (keeps .venv)
+	rm -rf .wikirag .pytest_cache .ruff_cache

@@ -1,0 +1,38 @@
+"""Atomic file writes: write a temp file in the same folder, fsync, then rename.
+
+A crash at any point leaves either the old file or the new one, never a truncated mix.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_append_text(path: Path, text: str) -> None:
+    """Append by rewriting atomically: the old content plus ``text``, never a half entry."""
+    path = Path(path)
+    old = path.read_bytes() if path.exists() else b""
+    atomic_write_bytes(path, old + text.encode("utf-8"))

