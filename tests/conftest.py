@@ -1,0 +1,27 @@
+"""Shared fixtures: paths to ../shared/data (skipping where absent) and a tiny KB."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return REPO
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """../shared/data, or skip the test (a user's clone has no shared/ folder)."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip("../shared/data is absent (only present in the team's work area)")
+    return SHARED_DATA
