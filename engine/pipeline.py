@@ -131,10 +131,17 @@ def rank(
     mode: str,
     rerank_scores: Mapping[str, float] | None,
     children_of: Callable[[str], Sequence[str]] | None = None,
+    pool: int | None = None,
 ) -> list[Ranked]:
-    """Candidates (+ rerank scores) -> final top_k ranking. Pure; see module docstring."""
+    """Candidates (+ rerank scores) -> final top_k ranking. Pure; see module docstring.
+
+    ``pool`` defaults to ``pool_size(cfg, top_k, ...)``; the evaluator passes the pool of
+    the configured top_k while asking for a deeper list, so its first top_k items equal
+    a live search's.
+    """
     use_rerank = rerank_scores is not None
-    pool = pool_size(cfg, top_k, use_rerank)
+    if pool is None:
+        pool = pool_size(cfg, top_k, use_rerank)
     fused = fuse(cands, cfg, mode, pool)
     vec_rank = _ranks(cands.vector[:pool])
     bm_rank = _ranks(cands.bm25[:pool])
