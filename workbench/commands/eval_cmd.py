@@ -1,0 +1,169 @@
+"""`wikirag eval`: run a golden set through the engine, print metrics, save a run record."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from engine.atomic import atomic_write_text
+from workbench import golden
+from workbench.commands.common import (
+    add_workspace_args,
+    effective_config,
+    info,
+    print_json,
+    workspace,
+)
+from workbench.evaluate import CAUSES, EvalRun, save_run, trec_qrels_lines, trec_run_lines
+
+TABLE_MEASURES = ("recall", "precision", "hit", "ndcg", "hrecall", "mrr")
+TABLE_KS = (1, 3, 5, 10, 20)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("eval", help="evaluate the engine on a golden set")
+    add_workspace_args(p, dataset=True)
+    p.add_argument(
+        "--modes", nargs="+", default=["hybrid"], choices=["hybrid", "vector", "keyword"]
+    )
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--rerank", dest="rerank", action="store_true", default=None)
+    g.add_argument("--no-rerank", dest="rerank", action="store_false")
+    p.add_argument("--split", default="all", choices=["tune", "holdout", "all"])
+    p.add_argument(
+        "--json",
+        nargs="?",
+        const="-",
+        default=None,
+        metavar="OUT",
+        help="write the run record as JSON to OUT (or stdout with no value)",
+    )
+    p.add_argument("--trec-run", metavar="OUT", help="also write a TREC run file (first mode)")
+    p.add_argument("--trec-qrels", metavar="OUT", help="also write the golden set as TREC qrels")
+    p.add_argument("--no-save", action="store_true", help="do not write a run record")
+    p.add_argument(
+        "--gate",
+        action="store_true",
+        help="exit 1 with a one-line reason if this config regresses against the baseline",
+    )
+    p.add_argument(
+        "--answers",
+        action="store_true",
+        help="also generate answers and score them (answer_contains, citations, refusals)",
+    )
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from workbench.engines import evaluator  # heavy: loads the engine
+
+    ws = workspace(args)
+    cfg = effective_config(args, ws)
+    gs = golden.load(ws.dataset)
+    ev = evaluator(ws, cfg)
+    problems = [i for i in golden.validate(gs, ev.engine.kb) if i.level == "error"]
+    for issue in problems:
+        info(f"golden set: {issue}")
+    bar = _progress_bar(len(gs.answerable(args.split)) * len(args.modes))
+    result = ev.run(
+        gs,
+        cfg,
+        modes=args.modes,
+        rerank=args.rerank,
+        split=args.split,
+        progress=bar,
+        kb_name=ws.name,
+    )
+    bar.close()
+    ev.cache.save()
+    record = result.to_dict()
+    if args.answers:
+        from workbench.answer_eval import evaluate_answers
+
+        record["answers"] = evaluate_answers(ev.engine, gs, cfg, split=args.split)
+    if not args.no_save:
+        path = save_run(result, ws.runs_dir)
+        if args.answers:
+            atomic_write_text(path, json.dumps(record, ensure_ascii=False, indent=1))
+        info(f"run record: {path}")
+    if args.trec_run:
+        atomic_write_text(
+            Path(args.trec_run), "\n".join(trec_run_lines(result, args.modes[0])) + "\n"
+        )
+    if args.trec_qrels:
+        atomic_write_text(Path(args.trec_qrels), "\n".join(trec_qrels_lines(gs)) + "\n")
+
+    if args.json == "-":
+        print_json(record)
+    else:
+        if args.json:
+            atomic_write_text(Path(args.json), json.dumps(record, ensure_ascii=False, indent=1))
+        sys.stdout.write(format_run(result, record.get("answers")))
+    if args.gate:
+        from workbench.experiments import gate
+
+        ok, reason = gate(ws, result)
+        (sys.stdout if ok else sys.stderr).write(f"gate: {'PASS' if ok else 'FAIL'}: {reason}\n")
+        return 0 if ok else 1
+    return 0
+
+
+def _progress_bar(total: int):
+    from tqdm import tqdm
+
+    bar = tqdm(total=total, desc="evaluating", unit="q", file=sys.stderr, leave=False)
+
+    def update(done: int, total_: int, qid: str) -> None:
+        bar.n = done
+        bar.set_postfix_str(qid, refresh=False)
+        bar.refresh()
+
+    update.close = bar.close  # type: ignore[attr-defined]
+    return update
+
+
+def format_run(run: EvalRun, answers: dict | None = None) -> str:
+    """Plain-text tables of a run (what `wikirag eval` prints)."""
+    lines = [
+        f"run {run.run_id}  config {run.config.hash}  dataset {run.dataset_name} "
+        f"({run.dataset_hash})  split {run.split}  rerank {'on' if run.rerank else 'off'}",
+    ]
+    if not run.results:
+        lines.append("no answerable queries in this split; add queries to the golden set")
+        return "\n".join(lines) + "\n"
+    for mode in run.modes:
+        means = run.means(mode)
+        lat = run.latency(mode)
+        n = len(run.for_mode(mode))
+        lines.append("")
+        lines.append(f"== {mode}  ({n} queries, p50 {lat['p50']:.1f} ms, p95 {lat['p95']:.1f} ms)")
+        lines.append("measure    " + "".join(f"{'@' + str(k):>8}" for k in TABLE_KS))
+        for m in TABLE_MEASURES:
+            lines.append(
+                f"{m:<11}" + "".join(f"{means.get(f'{m}@{k}', 0):>8.3f}" for k in TABLE_KS)
+            )
+        lines.append(f"MRR {means.get('mrr', 0):.3f}   MAP {means.get('map', 0):.3f}")
+        for by in ("difficulty", "category", "language"):
+            rows = run.breakdown(mode, by)
+            parts = [
+                f"{g} R@5 {v.get('recall@5', 0):.2f} MRR {v.get('mrr', 0):.2f}"
+                for g, v in rows.items()
+            ]
+            lines.append(f"by {by}: " + " | ".join(parts))
+        fails = run.failures(mode)
+        if fails:
+            lines.append("misses at K=5 by cause:")
+            for cause, ids in fails.items():
+                lines.append(f"  {CAUSES[cause]:<36} {len(ids):>3}  {', '.join(ids[:8])}")
+        worst = run.worst(mode, "recall@5", 5)
+        lines.append("worst: " + ", ".join(f"{q} ({v:.2f})" for q, v in worst))
+    if run.errors:
+        lines.append(f"{run.errors} queries failed with errors; see the run record")
+    if answers:
+        lines.append("")
+        lines.append(
+            "answers: " + ", ".join(f"{k} {v:.3f}" for k, v in answers.get("means", {}).items())
+        )
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,544 @@
+"""Evaluation runs: golden set x engine config -> per-query rankings, metrics, attribution.
+
+The expensive work (query embedding, both retrieval channels, query expansion, rerank
+scores) is cached by what can change it; fusion, rerank cut-off, injection and top-k are
+applied by ``engine.pipeline.rank`` on the cached candidates. A live search calls the
+same function, so a re-scored configuration gives exactly the numbers of a full run.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import pickle
+import statistics
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine import __version__ as engine_version
+from engine.atomic import atomic_write_bytes, atomic_write_text
+from engine.config import EngineConfig
+from engine.pipeline import MAX_CACHED_POOL, Candidates, Ranked, fuse, pool_size, rank
+from workbench import metrics as M
+from workbench.golden import GoldenItem, GoldenSet
+
+EVAL_DEPTH = 20  # metrics go up to @20, so every run ranks at least this deep
+ATTRIBUTION_K = 5  # a query "missed" when a relevant chapter is not in the top 5
+HEADLINE = ("recall@5", "mrr", "hit@5", "ndcg@10", "hrecall@5", "precision@5")
+
+CAUSES = {
+    "lost_in_both": "lost in BM25 and vector candidates",
+    "lost_in_bm25": "lost in BM25 candidates",
+    "lost_in_vector": "lost in vector candidates",
+    "dropped_by_fusion": "dropped by fusion",
+    "demoted_by_rerank": "demoted by rerank",
+    "cut_at_k": "cut at K",
+}
+_CAUSE_ORDER = list(CAUSES)
+
+ProgressFn = Callable[[int, int, str], None]
+
+
+def retrieval_key(cfg: EngineConfig, index_fingerprint: str) -> str:
+    """What the cached candidates depend on: embedder, lexical, expansion, index contents."""
+    d = cfg.to_dict()
+    part = {k: d[k] for k in ("embedding", "lexical", "expansion", "index")}
+    part["fingerprint"] = index_fingerprint
+    text = json.dumps(part, sort_keys=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+@dataclass
+class EvalCache:
+    """Candidates per (retrieval key, query) and rerank scores per (model, query, node).
+
+    Kept in memory and, when ``folder`` is given, pickled there (cache files are ours,
+    not the user's: losing one only costs time).
+    """
+
+    folder: Path | None = None
+    candidates: dict[tuple[str, str], tuple[Candidates, float]] = field(default_factory=dict)
+    rerank: dict[tuple[str, str, str], float] = field(default_factory=dict)
+    rerank_ms_per_pair: dict[str, float] = field(default_factory=dict)
+    hits: int = 0
+    misses: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @classmethod
+    def open(cls, folder: str | Path | None) -> EvalCache:
+        cache = cls(Path(folder) if folder else None)
+        if cache.folder and (cache.folder / "eval_cache.pkl").is_file():
+            try:
+                data = pickle.loads((cache.folder / "eval_cache.pkl").read_bytes())
+                cache.candidates = data.get("candidates", {})
+                cache.rerank = data.get("rerank", {})
+                cache.rerank_ms_per_pair = data.get("rerank_ms_per_pair", {})
+            except Exception:  # a corrupt cache is rebuilt, never fatal
+                pass
+        return cache
+
+    def save(self) -> None:
+        if not self.folder:
+            return
+        with self._lock:
+            blob = pickle.dumps(
+                {
+                    "candidates": self.candidates,
+                    "rerank": self.rerank,
+                    "rerank_ms_per_pair": self.rerank_ms_per_pair,
+                }
+            )
+        atomic_write_bytes(self.folder / "eval_cache.pkl", blob)
+
+
+@dataclass
+class QueryResult:
+    item: GoldenItem
+    mode: str
+    ranked: list[Ranked]
+    metrics: dict[str, float]
+    latency_ms: float
+    attribution: list[dict[str, Any]]  # one entry per relevant chapter missing from top K
+    cause: str | None  # the query-level cause (first missing chapter's), None when no miss
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.item.id,
+            "mode": self.mode,
+            "metrics": self.metrics,
+            "latency_ms": round(self.latency_ms, 3),
+            "cause": self.cause,
+            "attribution": self.attribution,
+            "error": self.error,
+            "ranked": [
+                {
+                    "node_id": r.node_id,
+                    "score": r.score,
+                    "vector_rank": r.vector_rank,
+                    "bm25_rank": r.bm25_rank,
+                    "fusion_rank": r.fusion_rank,
+                    "rerank_rank": r.rerank_rank,
+                    "rerank_score": r.rerank_score,
+                    "injected_from": r.injected_from,
+                }
+                for r in self.ranked
+            ],
+        }
+
+
+@dataclass
+class EvalRun:
+    run_id: str
+    created: str
+    config: EngineConfig
+    dataset_name: str
+    dataset_path: str
+    dataset_hash: str
+    split: str
+    modes: tuple[str, ...]
+    rerank: bool
+    results: list[QueryResult]
+    kb_name: str = ""
+    index_fingerprint: str = ""
+    seconds: float = 0.0
+    cache_hits: int = 0
+    cache_misses: int = 0
+
+    def for_mode(self, mode: str) -> list[QueryResult]:
+        return [r for r in self.results if r.mode == mode]
+
+    def per_query(self, mode: str) -> dict[str, dict[str, float]]:
+        return {r.item.id: r.metrics for r in self.for_mode(mode)}
+
+    def means(self, mode: str) -> dict[str, float]:
+        return M.mean_scores(self.per_query(mode))
+
+    def breakdown(self, mode: str, by: str) -> dict[str, dict[str, float]]:
+        """Mean metrics per difficulty | category | language | split."""
+        groups = {r.item.id: str(getattr(r.item, by)) for r in self.for_mode(mode)}
+        return M.aggregate(self.per_query(mode), groups)
+
+    def latency(self, mode: str) -> dict[str, float]:
+        return M.latency_percentiles([r.latency_ms for r in self.for_mode(mode)])
+
+    def failures(self, mode: str) -> dict[str, list[str]]:
+        """Query ids grouped by the cause of their miss (DESIGN.md: stage attribution)."""
+        out: dict[str, list[str]] = {c: [] for c in CAUSES}
+        for r in self.for_mode(mode):
+            if r.cause:
+                out[r.cause].append(r.item.id)
+        return {c: ids for c, ids in out.items() if ids}
+
+    def worst(self, mode: str, measure: str = "recall@5", n: int = 10) -> list[tuple[str, float]]:
+        return M.worst_queries(self.per_query(mode), measure, n)
+
+    @property
+    def errors(self) -> int:
+        return sum(1 for r in self.results if r.error)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            mode: {
+                "means": self.means(mode),
+                "latency": self.latency(mode),
+                "by_difficulty": self.breakdown(mode, "difficulty"),
+                "by_category": self.breakdown(mode, "category"),
+                "by_language": self.breakdown(mode, "language"),
+                "failures": self.failures(mode),
+                "queries": len(self.for_mode(mode)),
+            }
+            for mode in self.modes
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "created": self.created,
+            "engine_version": engine_version,
+            "kb": self.kb_name,
+            "index_fingerprint": self.index_fingerprint,
+            "config_hash": self.config.hash,
+            "config_yaml": self.config.to_yaml(),
+            "dataset": {
+                "name": self.dataset_name,
+                "path": self.dataset_path,
+                "hash": self.dataset_hash,
+            },
+            "split": self.split,
+            "modes": list(self.modes),
+            "rerank": self.rerank,
+            "seconds": round(self.seconds, 3),
+            "cache": {"hits": self.cache_hits, "misses": self.cache_misses},
+            "errors": self.errors,
+            "summary": self.summary(),
+            "queries": [
+                {
+                    "id": r.item.id,
+                    "query": r.item.query,
+                    "relevant": list(r.item.relevant),
+                    "difficulty": r.item.difficulty,
+                    "category": r.item.category,
+                    "language": r.item.language,
+                    "split": r.item.split,
+                    **r.to_dict(),
+                }
+                for r in self.results
+            ],
+        }
+
+
+class Evaluator:
+    """Runs golden sets through an engine, caching what parameter changes cannot alter.
+
+    ``engine`` needs: ``candidates(query, pool=, filters=)``, ``rerank_scores(query, ids)``,
+    ``reranker_name`` (or None), ``kb`` (for the hierarchy) and ``index_fingerprint``.
+    """
+
+    def __init__(self, engine: Any, cache: EvalCache | None = None) -> None:
+        self.engine = engine
+        self.cache = cache or EvalCache()
+
+    def _fingerprint(self) -> str:
+        return str(getattr(self.engine, "index_fingerprint", "") or "")
+
+    def candidates(self, cfg: EngineConfig, query: str) -> tuple[Candidates, float]:
+        key = (retrieval_key(cfg, self._fingerprint()), query)
+        hit = self.cache.candidates.get(key)
+        if hit is not None:
+            self.cache.hits += 1
+            return hit
+        self.cache.misses += 1
+        eng = self._engine_for(cfg)
+        t0 = time.perf_counter()
+        cands = eng.candidates(query, pool=MAX_CACHED_POOL)
+        ms = (time.perf_counter() - t0) * 1000
+        with self.cache._lock:
+            self.cache.candidates[key] = (cands, ms)
+        return cands, ms
+
+    def rerank_scores(
+        self, cfg: EngineConfig, query: str, node_ids: Sequence[str]
+    ) -> tuple[dict[str, float], float]:
+        """Scores for ``node_ids`` (cached per model), and the estimated rerank latency."""
+        eng = self._engine_for(cfg)
+        name = getattr(eng, "reranker_name", None) or cfg.rerank.provider
+        missing = [n for n in node_ids if (name, query, n) not in self.cache.rerank]
+        if missing:
+            t0 = time.perf_counter()
+            fresh = eng.rerank_scores(query, missing)
+            ms = (time.perf_counter() - t0) * 1000
+            with self.cache._lock:
+                for nid, s in fresh.items():
+                    self.cache.rerank[(name, query, nid)] = float(s)
+                self.cache.rerank_ms_per_pair[name] = ms / max(1, len(missing))
+        scores = {
+            n: self.cache.rerank[(name, query, n)]
+            for n in node_ids
+            if (name, query, n) in self.cache.rerank
+        }
+        est = self.cache.rerank_ms_per_pair.get(name, 0.0) * len(node_ids)
+        return scores, est
+
+    def _engine_for(self, cfg: EngineConfig) -> Any:
+        with_config = getattr(self.engine, "with_config", None)
+        if with_config is None or getattr(self.engine, "config", None) == cfg:
+            return self.engine
+        return with_config(cfg)
+
+    def evaluate_item(
+        self, item: GoldenItem, cfg: EngineConfig, mode: str, use_rerank: bool
+    ) -> QueryResult:
+        t0 = time.perf_counter()
+        try:
+            cands, cand_ms = self.candidates(cfg, item.query)
+            pool = pool_size(cfg, cfg.search.top_k, use_rerank)
+            rerank_scores = None
+            rerank_ms = 0.0
+            if use_rerank:
+                head = [nid for nid, _ in fuse(cands, cfg, mode, pool)][: cfg.rerank.max_candidates]
+                rerank_scores, rerank_ms = self.rerank_scores(cfg, item.query, head)
+            kb = getattr(self.engine, "kb", None)
+            children_of = (lambda nid: kb.nodes[nid].children_ids) if kb is not None else None
+            depth = max(EVAL_DEPTH, cfg.search.top_k)
+            ranked = rank(
+                cands,
+                cfg,
+                top_k=depth,
+                mode=mode,
+                rerank_scores=rerank_scores,
+                children_of=children_of,
+                pool=pool,
+            )
+        except Exception as exc:  # one bad query must not sink a run; it is counted
+            return QueryResult(item, mode, [], _zero_metrics(), 0.0, [], None, error=str(exc))
+        rank_ms = (time.perf_counter() - t0) * 1000
+        hierarchy = _hierarchy(getattr(self.engine, "kb", None))
+        ids = [r.node_id for r in ranked]
+        values = M.evaluate_query(ids, item.qrels, _measures(), hierarchy)
+        latency = _mode_latency(cands, cand_ms, mode) + rerank_ms + min(rank_ms, 1000.0)
+        attribution = attribute(item, ranked, cands, pool, mode, use_rerank)
+        cause = attribution[0]["cause"] if attribution else None
+        return QueryResult(item, mode, ranked, values, latency, attribution, cause)
+
+    def run(
+        self,
+        gs: GoldenSet,
+        cfg: EngineConfig,
+        *,
+        modes: Iterable[str] = ("hybrid",),
+        rerank: bool | None = None,
+        split: str = "all",
+        progress: ProgressFn | None = None,
+        kb_name: str = "",
+        item_ids: Iterable[str] | None = None,
+    ) -> EvalRun:
+        use_rerank = (cfg.rerank.provider != "none") if rerank is None else bool(rerank)
+        modes = tuple(modes)
+        items = gs.answerable(split)
+        if item_ids is not None:
+            wanted = set(item_ids)
+            items = [i for i in items if i.id in wanted]
+        hits0, misses0 = self.cache.hits, self.cache.misses
+        t0 = time.perf_counter()
+        results: list[QueryResult] = []
+        total = len(items) * len(modes)
+        done = 0
+        for item in items:
+            for mode in modes:
+                results.append(self.evaluate_item(item, cfg, mode, use_rerank))
+                done += 1
+                if progress:
+                    progress(done, total, item.id)
+        created = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        run_id = dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S-") + cfg.hash[:6]
+        return EvalRun(
+            run_id=run_id,
+            created=created,
+            config=cfg,
+            dataset_name=gs.name,
+            dataset_path=str(gs.path or ""),
+            dataset_hash=gs.content_hash,
+            split=split,
+            modes=modes,
+            rerank=use_rerank,
+            results=results,
+            kb_name=kb_name,
+            index_fingerprint=self._fingerprint(),
+            seconds=time.perf_counter() - t0,
+            cache_hits=self.cache.hits - hits0,
+            cache_misses=self.cache.misses - misses0,
+        )
+
+
+def _measures() -> tuple[M.Measure, ...]:
+    ks = M.DEFAULT_KS
+    names = [
+        f"{m}@{k}" for m in ("recall", "precision", "hit", "ndcg", "hrecall", "mrr") for k in ks
+    ]
+    return tuple(M.parse_measure(n) for n in [*names, "mrr", "map"])
+
+
+def _zero_metrics() -> dict[str, float]:
+    return {str(m): 0.0 for m in _measures()}
+
+
+def _hierarchy(kb: Any) -> Callable[[str], str | None] | None:
+    if kb is None:
+        return None
+    nodes = kb.nodes
+
+    def parent_of(nid: str) -> str | None:
+        node = nodes.get(nid)
+        return node.parent_id if node is not None else None
+
+    return parent_of
+
+
+def _mode_latency(cands: Candidates, cand_ms: float, mode: str) -> float:
+    """The part of candidate time a mode needs; stage timings come from the engine."""
+    t = dict(cands.timings or {})
+    if not t:
+        return cand_ms
+    stages = {
+        "vector": ("embed", "vector"),
+        "keyword": ("expand", "bm25"),
+        "hybrid": ("expand", "embed", "vector", "bm25"),
+    }[mode]
+    return sum(float(t.get(s, 0.0)) for s in stages) or cand_ms
+
+
+def attribute(
+    item: GoldenItem,
+    ranked: Sequence[Ranked],
+    cands: Candidates,
+    pool: int,
+    mode: str,
+    use_rerank: bool,
+    k: int = ATTRIBUTION_K,
+) -> list[dict[str, Any]]:
+    """Where each relevant chapter missing from the top ``k`` was lost (DESIGN.md #3).
+
+    - lost_in_both / lost_in_bm25 / lost_in_vector: not in that channel's candidate pool
+      (for a hybrid run, "both" when neither channel had it; a single lost channel is
+      named only when the other channel had it but too low to reach the top k);
+    - dropped_by_fusion: some channel ranked it within the top k, fusion did not;
+    - demoted_by_rerank: fusion had it within the top k, rerank pushed it out;
+    - cut_at_k: it was a candidate everywhere it should be, just never ranked high enough.
+    """
+    top = {r.node_id for r in ranked[:k]}
+    final_rank = {r.node_id: i + 1 for i, r in enumerate(ranked)}
+    vec = {nid: i + 1 for i, (nid, _) in enumerate(cands.vector[:pool])}
+    bm = {nid: i + 1 for i, (nid, _) in enumerate(cands.bm25[:pool])}
+    vec_full = {nid: i + 1 for i, (nid, _) in enumerate(cands.vector)}
+    bm_full = {nid: i + 1 for i, (nid, _) in enumerate(cands.bm25)}
+    fusion_rank = {r.node_id: r.fusion_rank for r in ranked if r.fusion_rank is not None}
+    out = []
+    for nid in item.relevant:
+        if nid in top:
+            continue
+        v, b = vec.get(nid), bm.get(nid)
+        fr = fusion_rank.get(nid)
+        if mode == "vector":
+            cause = "lost_in_vector" if v is None else None
+        elif mode == "keyword":
+            cause = "lost_in_bm25" if b is None else None
+        else:
+            cause = "lost_in_both" if v is None and b is None else None
+        if cause is None:
+            best_channel = min(x for x in (v, b) if x is not None)
+            if mode == "hybrid" and best_channel <= k and (fr is None or fr > k):
+                cause = "dropped_by_fusion"
+            elif use_rerank and fr is not None and fr <= k:
+                cause = "demoted_by_rerank"
+            elif mode == "hybrid" and b is None:
+                cause = "lost_in_bm25"
+            elif mode == "hybrid" and v is None:
+                cause = "lost_in_vector"
+            else:
+                cause = "cut_at_k"
+        out.append(
+            {
+                "node_id": nid,
+                "cause": cause,
+                "final_rank": final_rank.get(nid),
+                "fusion_rank": fr,
+                "vector_rank": v,
+                "bm25_rank": b,
+                "vector_rank_any": vec_full.get(nid),
+                "bm25_rank_any": bm_full.get(nid),
+            }
+        )
+    out.sort(key=lambda a: _CAUSE_ORDER.index(a["cause"]))
+    return out
+
+
+def save_run(run: EvalRun, runs_dir: str | Path) -> Path:
+    """Write the run record (exact config YAML + hash, dataset hash, rankings, metrics)."""
+    path = Path(runs_dir) / f"{run.run_id}.json"
+    atomic_write_text(path, json.dumps(run.to_dict(), ensure_ascii=False, indent=1))
+    return path
+
+
+def list_runs(runs_dir: str | Path) -> list[Path]:
+    d = Path(runs_dir)
+    return sorted(d.glob("*.json"), reverse=True) if d.is_dir() else []
+
+
+def load_run_record(path: str | Path) -> dict[str, Any]:
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def latest_run_record(runs_dir: str | Path) -> dict[str, Any] | None:
+    runs = list_runs(runs_dir)
+    return load_run_record(runs[0]) if runs else None
+
+
+def run_record_means(record: Mapping[str, Any], mode: str = "hybrid") -> dict[str, float]:
+    summ = record.get("summary", {})
+    m = summ.get(mode) or next(iter(summ.values()), {})
+    return dict(m.get("means", {}))
+
+
+def trec_run_lines(run: EvalRun, mode: str, tag: str | None = None) -> list[str]:
+    """TREC run format (qid Q0 docid rank score tag) for ranx/trec_eval cross-checks."""
+    tag = tag or f"wikirag-{run.config.hash}-{mode}"
+    lines = []
+    for r in run.for_mode(mode):
+        for i, it in enumerate(r.ranked, 1):
+            lines.append(f"{r.item.id} Q0 {it.node_id} {i} {it.score:.6f} {tag}")
+    return lines
+
+
+def trec_qrels_lines(gs: GoldenSet) -> list[str]:
+    lines = []
+    for it in gs.answerable():
+        for nid, grade in it.qrels.items():
+            lines.append(f"{it.id} 0 {nid} {grade}")
+    return lines
+
+
+def cause_counts(run: EvalRun, mode: str) -> Counter[str]:
+    return Counter({c: len(ids) for c, ids in run.failures(mode).items()})
+
+
+def median(values: Iterable[float]) -> float:
+    vals = list(values)
+    return statistics.median(vals) if vals else 0.0
+
+
+__all__ = [
+    "CAUSES",
+    "EvalCache",
+    "EvalRun",
+    "Evaluator",
+    "QueryResult",
+    "attribute",
+    "save_run",
+]

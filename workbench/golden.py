@@ -1,0 +1,429 @@
+"""Golden sets: load, validate, edit and save ``datasets/<name>.yaml`` without losing work.
+
+Saves go through ruamel.yaml's round-trip mode so the user's comments, key order and
+quoting survive an edit made by the workbench, and through an atomic temp-file + rename
+so a crash never truncates the file.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import io
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
+from engine.atomic import atomic_write_text
+from engine.errors import EngineError
+
+DIFFICULTIES = ("easy", "medium", "hard")
+TARGET_MIX = {"easy": 0.3, "medium": 0.5, "hard": 0.2}
+SPLITS = ("tune", "holdout")
+HOLDOUT_SHARE = 0.25  # fraction of ids whose hash puts them in the holdout split
+_KNOWN_KEYS = {
+    "id",
+    "query",
+    "relevant",
+    "difficulty",
+    "category",
+    "answer_contains",
+    "notes",
+    "split",
+    "unanswerable",
+    "grades",
+}
+_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+
+
+class GoldenSetError(EngineError):
+    """The golden-set file cannot be read at all (syntax, shape)."""
+
+
+@dataclass(frozen=True)
+class GoldenItem:
+    id: str
+    query: str
+    relevant: tuple[str, ...] = ()
+    difficulty: str = "medium"
+    category: str = ""
+    answer_contains: tuple[str, ...] = ()
+    notes: str = ""
+    split: str = "tune"
+    unanswerable: bool = False
+    grades: Mapping[str, int] = field(default_factory=dict)  # optional graded relevance
+
+    @property
+    def language(self) -> str:
+        """'zh' when the query is mostly CJK, else 'en' (used for per-language breakdowns)."""
+        cjk = len(_CJK.findall(self.query))
+        letters = sum(ch.isalpha() for ch in self.query)
+        return "zh" if letters and cjk / letters >= 0.3 else "en"
+
+    @property
+    def qrels(self) -> dict[str, int]:
+        return {nid: int(self.grades.get(nid, 1)) for nid in self.relevant}
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"id": self.id, "query": self.query}
+        if self.unanswerable:
+            d["unanswerable"] = True
+        else:
+            d["relevant"] = list(self.relevant)
+        d["difficulty"] = self.difficulty
+        if self.category:
+            d["category"] = self.category
+        if self.answer_contains:
+            d["answer_contains"] = list(self.answer_contains)
+        if self.notes:
+            d["notes"] = self.notes
+        d["split"] = self.split
+        if self.grades:
+            d["grades"] = dict(self.grades)
+        return d
+
+
+@dataclass(frozen=True)
+class GoldenSet:
+    name: str
+    items: tuple[GoldenItem, ...]
+    path: Path | None = None
+    sha256: str = ""  # of the file bytes as loaded: detects external edits before a save
+
+    def answerable(self, split: str = "all") -> list[GoldenItem]:
+        return [i for i in self.select(split) if not i.unanswerable]
+
+    def select(self, split: str = "all") -> list[GoldenItem]:
+        if split == "all":
+            return list(self.items)
+        if split not in SPLITS:
+            raise ValueError(f"split must be tune, holdout or all; got {split!r}")
+        return [i for i in self.items if i.split == split]
+
+    def get(self, item_id: str) -> GoldenItem | None:
+        return next((i for i in self.items if i.id == item_id), None)
+
+    @property
+    def content_hash(self) -> str:
+        text = repr([i.to_dict() for i in self.items])
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+
+
+@dataclass(frozen=True)
+class Issue:
+    level: str  # "error" | "warning"
+    item_id: str | None
+    message: str
+    suggestions: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        where = f"{self.item_id}: " if self.item_id else ""
+        tail = f" (did you mean: {', '.join(self.suggestions)})" if self.suggestions else ""
+        return f"[{self.level}] {where}{self.message}{tail}"
+
+
+def default_split(item_id: str) -> str:
+    """Deterministic tune/holdout assignment from a hash of the id (25% holdout)."""
+    h = int(hashlib.sha256(item_id.encode("utf-8")).hexdigest()[:8], 16)
+    return "holdout" if (h % 10_000) / 10_000 < HOLDOUT_SHARE else "tune"
+
+
+def _yaml() -> YAML:
+    y = YAML()  # round-trip: keeps comments and order
+    y.allow_unicode = True
+    y.width = 4096
+    y.indent(mapping=2, sequence=4, offset=2)
+    y.preserve_quotes = True
+    return y
+
+
+def load(path: str | Path) -> GoldenSet:
+    p = Path(path)
+    if not p.is_file():
+        raise GoldenSetError(
+            f"golden set {p} not found; create one in the Golden set page or copy datasets/wiki.yaml"
+        )
+    raw = p.read_bytes()
+    return parse(raw.decode("utf-8-sig"), path=p, sha256=hashlib.sha256(raw).hexdigest())
+
+
+def parse(text: str, path: Path | None = None, sha256: str = "") -> GoldenSet:
+    try:
+        data = _yaml().load(text)
+    except Exception as exc:  # ruamel raises several unrelated error types
+        raise GoldenSetError(f"golden set {path or ''} is not valid YAML: {exc}") from exc
+    if data is None:
+        data = {}
+    if not isinstance(data, Mapping):
+        raise GoldenSetError("a golden set must be a mapping with `name` and `queries`")
+    queries = data.get("queries") or []
+    if not isinstance(queries, Sequence) or isinstance(queries, str):
+        raise GoldenSetError("`queries` must be a list of items")
+    items = []
+    for n, q in enumerate(queries, 1):
+        if not isinstance(q, Mapping):
+            raise GoldenSetError(f"query #{n} must be a mapping with id, query, relevant")
+        items.append(_item(q, n))
+    name = str(data.get("name") or (path.stem if path else "golden"))
+    return GoldenSet(name=name, items=tuple(items), path=path, sha256=sha256)
+
+
+def _item(q: Mapping[str, Any], n: int) -> GoldenItem:
+    item_id = str(q.get("id") or f"q{n:03d}")
+    rel = q.get("relevant") or []
+    if isinstance(rel, str):
+        rel = [rel]
+    ac = q.get("answer_contains") or []
+    if isinstance(ac, str):
+        ac = [ac]
+    grades = q.get("grades") or {}
+    return GoldenItem(
+        id=item_id,
+        query=str(q.get("query") or "").strip(),
+        relevant=tuple(str(r) for r in rel),
+        difficulty=str(q.get("difficulty") or "medium"),
+        category=str(q.get("category") or ""),
+        answer_contains=tuple(str(a) for a in ac),
+        notes=str(q.get("notes") or ""),
+        split=str(q.get("split") or default_split(item_id)),
+        unanswerable=bool(q.get("unanswerable", False)),
+        grades={str(k): int(v) for k, v in dict(grades).items()},
+    )
+
+
+def validate(gs: GoldenSet, kb: Any | None = None) -> list[Issue]:
+    """Errors (must fix) and coverage warnings. ``kb`` is an engine KnowledgeBase, optional."""
+    issues: list[Issue] = []
+    seen_ids: Counter[str] = Counter(i.id for i in gs.items)
+    for dup, count in seen_ids.items():
+        if count > 1:
+            issues.append(Issue("error", dup, f"id used {count} times; ids must be unique"))
+    seen_q: dict[str, str] = {}
+    for it in gs.items:
+        if not it.query:
+            issues.append(Issue("error", it.id, "query is empty"))
+        key = re.sub(r"\s+", " ", it.query.lower())
+        if key and key in seen_q:
+            issues.append(Issue("error", it.id, f"same query as {seen_q[key]}"))
+        seen_q.setdefault(key, it.id)
+        if it.difficulty not in DIFFICULTIES:
+            issues.append(
+                Issue(
+                    "error",
+                    it.id,
+                    f"difficulty must be easy, medium or hard; got {it.difficulty!r}",
+                )
+            )
+        if it.split not in SPLITS:
+            issues.append(Issue("error", it.id, f"split must be tune or holdout; got {it.split!r}"))
+        if it.unanswerable:
+            if it.relevant:
+                issues.append(
+                    Issue("error", it.id, "unanswerable items must not list relevant ids")
+                )
+            continue
+        if not 1 <= len(it.relevant) <= 4:
+            issues.append(
+                Issue("error", it.id, f"needs 1-4 relevant node ids; has {len(it.relevant)}")
+            )
+        if len(set(it.relevant)) != len(it.relevant):
+            issues.append(Issue("error", it.id, "relevant lists a node id twice"))
+        if kb is not None:
+            for nid in it.relevant:
+                node = kb.get(nid)
+                if node is None:
+                    issues.append(
+                        Issue(
+                            "error",
+                            it.id,
+                            f"unknown node id {nid!r} (stale after a wiki edit?)",
+                            tuple(suggest_ids(nid, kb)),
+                        )
+                    )
+                elif _is_index_node(node):
+                    issues.append(
+                        Issue(
+                            "error",
+                            it.id,
+                            f"{nid!r} is an index/README node; label the chapter that answers",
+                        )
+                    )
+    issues.extend(coverage_warnings(gs))
+    return issues
+
+
+def _is_index_node(node: Any) -> bool:
+    fp = str(getattr(node, "file_path", "")).lower()
+    return (
+        getattr(node, "doc_type", "") == "domain-root"
+        or fp.endswith("readme.md")
+        or fp.endswith("index.md")
+    )
+
+
+def coverage_warnings(gs: GoldenSet) -> list[Issue]:
+    out: list[Issue] = []
+    items = gs.answerable()
+    if len(items) < 30:
+        out.append(Issue("warning", None, f"only {len(items)} answerable queries; aim for >= 30"))
+    cats = Counter(i.category or "(none)" for i in items)
+    for cat, n in sorted(cats.items()):
+        if n < 2:
+            out.append(Issue("warning", None, f"category {cat!r} has {n} query; aim for >= 2"))
+    if items:
+        mix = Counter(i.difficulty for i in items)
+        for d, target in TARGET_MIX.items():
+            share = mix.get(d, 0) / len(items)
+            if abs(share - target) > 0.15:
+                out.append(
+                    Issue(
+                        "warning",
+                        None,
+                        f"{d} is {share:.0%} of queries; target mix is 30/50/20 easy/medium/hard",
+                    )
+                )
+    return out
+
+
+def suggest_ids(stale_id: str, kb: Any, n: int = 3) -> list[str]:
+    """Likeliest current ids for a stale one: same document first, then by id/title similarity."""
+    doc_id, _, path = stale_id.partition("#")
+    last = path.rsplit("/", 1)[-1]
+    scored: list[tuple[float, str]] = []
+    for nid, node in kb.nodes.items():
+        if node.level == 0:
+            continue
+        s = difflib.SequenceMatcher(None, stale_id, nid).ratio()
+        s += 0.5 * difflib.SequenceMatcher(None, last, _slug_tail(nid)).ratio()
+        if node.doc_id == doc_id:
+            s += 0.5
+        scored.append((s, nid))
+    scored.sort(key=lambda t: (-t[0], t[1]))
+    return [nid for _, nid in scored[:n]]
+
+
+def _slug_tail(node_id: str) -> str:
+    return node_id.partition("#")[2].rsplit("/", 1)[-1]
+
+
+@dataclass(frozen=True)
+class Drift:
+    item_id: str
+    stale_id: str
+    suggestions: tuple[str, ...]
+
+
+def drift_report(gs: GoldenSet, kb: Any) -> list[Drift]:
+    """Entries whose relevant ids no longer exist in the KB, with suggested remaps."""
+    out = []
+    for it in gs.items:
+        for nid in it.relevant:
+            if nid not in kb:
+                out.append(Drift(it.id, nid, tuple(suggest_ids(nid, kb))))
+    return out
+
+
+def remap(gs: GoldenSet, mapping: Mapping[str, str]) -> GoldenSet:
+    """Return a new set with stale ids replaced (old -> new); the caller saves it."""
+    items = []
+    for it in gs.items:
+        rel = tuple(dict.fromkeys(mapping.get(r, r) for r in it.relevant))
+        items.append(_replace(it, relevant=rel))
+    return GoldenSet(gs.name, tuple(items), gs.path, gs.sha256)
+
+
+def _replace(item: GoldenItem, **changes: Any) -> GoldenItem:
+    from dataclasses import replace
+
+    return replace(item, **changes)
+
+
+class ConflictError(GoldenSetError):
+    """The file changed on disk since it was loaded; saving would overwrite someone's edit."""
+
+
+def dump(gs: GoldenSet, base_text: str | None = None) -> str:
+    """Serialise, keeping comments/order of ``base_text`` (the file as it was) where possible."""
+    y = _yaml()
+    doc = y.load(base_text) if base_text else None
+    if not isinstance(doc, CommentedMap):
+        doc = CommentedMap()
+    doc["name"] = gs.name
+    old = doc.get("queries")
+    old_by_id: dict[str, CommentedMap] = {}
+    if isinstance(old, CommentedSeq):
+        for q in old:
+            if isinstance(q, CommentedMap) and "id" in q:
+                old_by_id[str(q["id"])] = q
+    seq = CommentedSeq()
+    for it in gs.items:
+        new = it.to_dict()
+        if not _explicit_split(old_by_id.get(it.id)) and it.split == default_split(it.id):
+            new.pop("split", None)  # keep files short: the default split is implied by the id
+        q = old_by_id.get(it.id, CommentedMap())
+        for key in list(q.keys()):
+            if key in _KNOWN_KEYS and key not in new:
+                del q[key]
+        for key, value in new.items():
+            if isinstance(value, list):
+                cs = CommentedSeq(value)
+                cs.fa.set_flow_style()
+                value = cs
+            if q.get(key) != value:
+                q[key] = value
+        seq.append(q)
+    doc["queries"] = seq
+    buf = io.StringIO()
+    y.dump(doc, buf)
+    return buf.getvalue()
+
+
+def _explicit_split(q: CommentedMap | None) -> bool:
+    return q is not None and "split" in q
+
+
+def save(gs: GoldenSet, path: str | Path | None = None, *, force: bool = False) -> GoldenSet:
+    """Atomically save; refuse (ConflictError) if the file changed since it was loaded."""
+    p = Path(path or gs.path or "")
+    if not str(p):
+        raise GoldenSetError("no path to save the golden set to")
+    base_text = None
+    if p.is_file():
+        raw = p.read_bytes()
+        if not force and gs.sha256 and hashlib.sha256(raw).hexdigest() != gs.sha256:
+            raise ConflictError(
+                f"{p} was changed outside the workbench since it was loaded; reload it "
+                "(your edits are kept in the page) or save with force to overwrite"
+            )
+        base_text = raw.decode("utf-8-sig")
+    text = dump(gs, base_text)
+    atomic_write_text(p, text)
+    return GoldenSet(gs.name, gs.items, p, hashlib.sha256(text.encode("utf-8")).hexdigest())
+
+
+def with_item(gs: GoldenSet, item: GoldenItem) -> GoldenSet:
+    """Add or replace (by id) one item."""
+    items = [i for i in gs.items if i.id != item.id]
+    idx = next((n for n, i in enumerate(gs.items) if i.id == item.id), len(items))
+    items.insert(idx, item)
+    return GoldenSet(gs.name, tuple(items), gs.path, gs.sha256)
+
+
+def without_item(gs: GoldenSet, item_id: str) -> GoldenSet:
+    return GoldenSet(gs.name, tuple(i for i in gs.items if i.id != item_id), gs.path, gs.sha256)
+
+
+def next_id(gs: GoldenSet | Iterable[str], prefix: str = "q") -> str:
+    ids = [i.id for i in gs.items] if isinstance(gs, GoldenSet) else list(gs)
+    nums = [int(m.group(1)) for i in ids if (m := re.fullmatch(rf"{prefix}(\d+)", i))]
+    return f"{prefix}{(max(nums) + 1) if nums else 1:03d}"
+
+
+def item_from_dict(d: Mapping[str, Any]) -> GoldenItem:
+    return _item(d, 1)
