@@ -377,3 +377,88 @@ def test_rank_by_score_is_sorted(scores):
     ranked = rank_by_score(scores)
     keys = [(scores[d], d) for d in ranked]
     assert keys == sorted(keys, reverse=True)
+
+
+# The `wikirag metrics` command
+
+
+@pytest.fixture
+def trec_files(tmp_path):
+    (tmp_path / "qrels").write_text("q1 0 a 1\nq1 0 b 0\nq2 0 c 2\nq3 0 z 0\n")
+    (tmp_path / "run").write_text("q1 Q0 b 1 2.0 t\nq1 Q0 a 2 1.0 t\nq2 Q0 c 1 5 t\n")
+    return tmp_path
+
+
+def test_cli_table(trec_files, capsys):
+    from workbench.cli import main
+
+    rc = main(["metrics", "--qrels", str(trec_files / "qrels"), "--run", str(trec_files / "run"),
+               "--measures", "mrr", "P@1"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert out.splitlines()[:3] == [
+        "measure      value",
+        "mrr          0.7500",
+        "precision@1  0.5000",
+    ]
+    assert "2 queries evaluated, 1 skipped" in out
+
+
+def test_cli_json_per_query(trec_files, capsys):
+    import json
+
+    from workbench.cli import main
+
+    rc = main(["metrics", "--qrels", str(trec_files / "qrels"), "--run", str(trec_files / "run"),
+               "--measures", "mrr", "--per-query", "--json"])  # fmt: skip
+    assert rc == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["means"] == {"mrr": 0.75}
+    assert data["per_query"] == {"q1": {"mrr": 0.5}, "q2": {"mrr": 1.0}}
+    assert data["skipped"] == ["q3"]
+
+
+def test_cli_per_query_table(trec_files, capsys):
+    from workbench.cli import main
+
+    main(["metrics", "--qrels", str(trec_files / "qrels"), "--run", str(trec_files / "run"),
+          "--measures", "mrr", "--per-query"])  # fmt: skip
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1:4] == [
+        "mrr      q1     0.5000",
+        "mrr      q2     1.0000",
+        "mrr      all    0.7500",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--run", "absent"], "no such file"),
+        (["--measures", "bleu"], "known measures"),
+    ],
+)
+def test_cli_errors_are_one_line_exit_2(trec_files, capsys, args, message):
+    from workbench.cli import main
+
+    base = {"--qrels": str(trec_files / "qrels"), "--run": str(trec_files / "run")}
+    argv = ["metrics"]
+    for flag, value in base.items():
+        if flag not in args:
+            argv += [flag, value]
+    argv += [a if a != "absent" else str(trec_files / "absent") for a in args]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert err.count("\n") == 1
+
+
+def test_cli_malformed_line(trec_files, capsys):
+    from workbench.cli import main
+
+    (trec_files / "run").write_text("q1 Q0 a 1 1.0 t\nq1 Q0 b 2\n")
+    assert (
+        main(["metrics", "--qrels", str(trec_files / "qrels"), "--run", str(trec_files / "run")])
+        == 2
+    )
+    assert f"{trec_files / 'run'}:2: expected 6 columns" in capsys.readouterr().err

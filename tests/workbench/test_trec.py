@@ -1,0 +1,107 @@
+"""TREC qrels/run files: parsing, trec_eval's ordering, errors with line numbers, round trips."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.errors import EngineError
+from workbench.trec import (
+    TrecFormatError,
+    format_ranking,
+    read_qrels,
+    read_run,
+    read_run_scores,
+    read_run_tag,
+    write_qrels,
+    write_ranking,
+    write_run,
+)
+
+
+def test_read_qrels_with_comments_blank_lines_and_hash_in_docid(tmp_path):
+    path = tmp_path / "qrels"
+    path.write_text("# header\n\nq1 0 d#1 2\n  # indented comment\nq1 0 d2 0\nq2 0 d3 -1\n")
+    assert read_qrels(path) == {"q1": {"d#1": 2, "d2": 0}, "q2": {"d3": -1}}
+
+
+def test_read_run_reorders_by_score_then_docid_descending(tmp_path):
+    path = tmp_path / "run"
+    # the rank column disagrees with the scores; trec_eval ignores it and so do we
+    path.write_text(
+        "q1 Q0 a 1 1.0 tag\nq1 Q0 c 2 1.0 tag\nq1 Q0 b 3 2.5 tag\nq1\tQ0\td\t4\t  0.1\ttag extra words\n"
+    )
+    assert read_run(path) == {"q1": ["b", "c", "a", "d"]}
+    assert read_run_scores(path) == {"q1": {"a": 1.0, "c": 1.0, "b": 2.5, "d": 0.1}}
+    assert read_run_tag(path) == "tag"
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "what"),
+    [
+        ("q1 0 d1 1\nq1 0 d2\n", 2, "expected 4 columns"),
+        ("q1 0 d1 1\n\nq1 0 d2 yes\n", 3, "not an integer"),
+        ("q1 0 d1 1\nq1 0 d1 0\n", 2, "judged twice"),
+    ],
+)
+def test_qrels_errors_name_the_line(tmp_path, text, line, what):
+    path = tmp_path / "qrels"
+    path.write_text(text)
+    with pytest.raises(TrecFormatError, match=f":{line}: .*{what}"):
+        read_qrels(path)
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "what"),
+    [
+        ("q1 Q0 d1 1 0.5\n", 1, "expected 6 columns"),
+        ("# c\nq1 Q0 d1 1 high run\n", 2, "not a number"),
+        ("q1 Q0 d1 1 nan run\n", 1, "NaN"),
+        ("q1 Q0 d1 1 1 run\nq1 Q0 d1 2 0.5 run\n", 2, "appears twice"),
+    ],
+)
+def test_run_errors_name_the_line(tmp_path, text, line, what):
+    path = tmp_path / "run"
+    path.write_text(text)
+    with pytest.raises(TrecFormatError, match=f":{line}: .*{what}"):
+        read_run(path)
+
+
+def test_missing_file_is_an_engine_error(tmp_path):
+    with pytest.raises(EngineError, match="no such file"):
+        read_qrels(tmp_path / "absent")
+    with pytest.raises(EngineError, match="folder"):
+        read_run(tmp_path)
+
+
+def test_round_trips(tmp_path):
+    qrels = {"q1": {"d1": 1, "d2": 0}, "q2": {"d3": 3}}
+    write_qrels(tmp_path / "qrels", qrels)
+    assert read_qrels(tmp_path / "qrels") == qrels
+
+    scores = {"q1": {"a": 0.1, "b": 1 / 3, "c": 1 / 3}, "q2": {"x": -2.0}}
+    write_run(tmp_path / "run", scores, tag="mine")
+    assert read_run_scores(tmp_path / "run") == scores  # repr keeps every bit of a float
+    assert read_run(tmp_path / "run") == {"q1": ["c", "b", "a"], "q2": ["x"]}
+    assert read_run_tag(tmp_path / "run") == "mine"
+
+
+def test_ranking_keeps_our_order_even_against_docid_order(tmp_path):
+    run = {"q1": ["a", "b", "a", "c"]}
+    write_ranking(tmp_path / "run", run)
+    assert read_run(tmp_path / "run") == {"q1": ["a", "b", "c"]}
+    assert format_ranking(run).splitlines()[0] == "q1 Q0 a 1 3.0 wikirag"
+
+
+def test_whitespace_in_ids_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="whitespace"):
+        write_ranking(tmp_path / "run", {"q 1": ["a"]})
+
+
+def test_trec_eval_fixtures_parse(shared_data):
+    folder = shared_data / "benchmarks" / "trec_eval-test"
+    qrels = read_qrels(folder / "qrels.test")
+    assert sum(len(v) for v in qrels.values()) == 3681
+    assert read_qrels(folder / "qrels.test.with-comments")["301"]["CR#93E-1860"] == 0
+    run = read_run(folder / "results.test")
+    assert {q: len(v) for q, v in run.items()} == {"301": 500, "302": 500, "303": 500}
+    assert len(read_run(folder / "results.trunc")["303"]) == 84
