@@ -1,0 +1,81 @@
+"""JSON-over-HTTP calls for the model providers (embeddings, rerank, later the LLM).
+
+One place turns every way a remote call can go wrong (unreachable, timeout, HTTP error,
+body that is not JSON) into a ``ProviderError`` whose message names the endpoint and
+says what to check. API keys travel only in the ``Authorization`` header and never
+appear in a message.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import httpx
+
+from engine.errors import ProviderError
+
+_BODY_PREVIEW = 200
+
+
+def join_url(base_url: str, path: str, *, setting: str) -> str:
+    """``{base_url}/{path}`` with exactly one slash; ``setting`` names the config key in errors."""
+    base = base_url.strip()
+    if not base:
+        raise ProviderError(
+            f"{setting} is empty; set it to the API root, e.g. http://127.0.0.1:8000/v1"
+        )
+    if not base.startswith(("http://", "https://")):
+        raise ProviderError(f"{setting} must start with http:// or https://, got {base!r}")
+    return base.rstrip("/") + "/" + path.lstrip("/")
+
+
+def auth_headers(api_key_env: str) -> dict[str, str]:
+    """Bearer header from the env var named ``api_key_env``; none if it is unset (local servers)."""
+    key = os.environ.get(api_key_env, "") if api_key_env else ""
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+def post_json(
+    client: httpx.Client,
+    url: str,
+    payload: dict[str, Any],
+    *,
+    what: str,
+    timeout_s: float,
+    headers: dict[str, str] | None = None,
+) -> Any:
+    """POST ``payload`` as JSON and return the decoded reply, or raise ProviderError.
+
+    ``what`` names the provider in messages ("embedding provider", "reranker").
+    """
+    try:
+        resp = client.post(url, json=payload, headers=headers, timeout=timeout_s)
+    except httpx.TimeoutException as exc:
+        raise ProviderError(
+            f"{what} at {url} did not answer within {timeout_s:g} s "
+            f"({type(exc).__name__}); check the server or raise the timeout_s setting"
+        ) from exc
+    except httpx.HTTPError as exc:
+        raise ProviderError(
+            f"{what} at {url} is unreachable ({type(exc).__name__}: {exc}); "
+            "check base_url and that the server is running"
+        ) from exc
+    if not resp.is_success:
+        raise ProviderError(
+            f"{what} at {url} answered HTTP {resp.status_code}: {_preview(resp.text)}"
+        )
+    try:
+        return resp.json()
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ProviderError(
+            f"{what} at {url} returned a body that is not JSON: {_preview(resp.text)}"
+        ) from exc
+
+
+def _preview(text: str) -> str:
+    text = " ".join(text.split())
+    if not text:
+        return "(empty body)"
+    return text if len(text) <= _BODY_PREVIEW else text[:_BODY_PREVIEW] + "…"
