@@ -1,0 +1,204 @@
+"""`wikirag experiment try|log|restore|versions` and `wikirag optimize`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from engine.config import EngineConfig, parse_override
+from engine.errors import EngineError
+from workbench.commands.common import info, print_json, workspace
+from workbench.context import Workspace
+
+
+def _ws_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--kb", default="wiki", help="knowledge base folder (default: wiki)")
+    p.add_argument("--index", default=None, help="index folder (default: .wikirag/<kb>)")
+    p.add_argument("--dataset", default=None, help="golden set (default: datasets/<kb>.yaml)")
+    p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("experiment", help="try one change against the baseline; log; restore")
+    es = p.add_subparsers(dest="experiment_command", metavar="ACTION")
+    t = es.add_parser("try", help="evaluate baseline + one change on tune; accept or roll back")
+    _ws_args(t)
+    t.add_argument("--set", dest="overrides", action="append", required=True, metavar="KEY=VALUE")
+    t.add_argument("--strategy", default="manual", help="strategy tier / note for the log")
+    t.add_argument("--title", default=None)
+    t.add_argument("--notes", default="")
+    t.add_argument("--dry-run", action="store_true", help="decide but write nothing")
+    t.set_defaults(func=_try)
+    lg = es.add_parser("log", help="print the score trajectory and the log's decisions")
+    _ws_args(lg)
+    lg.set_defaults(func=_log)
+    r = es.add_parser("restore", help="make accepted baseline version N the baseline again")
+    _ws_args(r)
+    r.add_argument("version", type=int)
+    r.set_defaults(func=_restore)
+    v = es.add_parser("versions", help="list the accepted baseline versions")
+    _ws_args(v)
+    v.set_defaults(func=_versions)
+    p.set_defaults(func=lambda a: p.print_help())
+
+    o = sub.add_parser("optimize", help="auto-optimize: walk the strategy catalog, tier by tier")
+    _ws_args(o)
+    o.add_argument("--budget", type=int, default=10, help="max experiments (default 10)")
+    o.add_argument("--tiers", default="1,2", help="comma list of tiers (default 1,2)")
+    o.set_defaults(func=_optimize)
+
+
+def _evaluator_for(ws: Workspace):
+    from workbench.engines import evaluator
+
+    return lambda cfg: evaluator(ws, cfg)
+
+
+def _ws(args: argparse.Namespace) -> Workspace:
+    args.config = None
+    return workspace(args)
+
+
+def _print_result(res, as_json: bool) -> None:
+    if as_json:
+        print_json(res.to_record())
+        return
+    d = res.decision
+    out = [
+        f"Experiment {res.number}: {res.title}",
+        "  change: " + "; ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in res.changes.items()),
+    ]
+    for c in d.criteria:
+        out.append(
+            f"  [{'PASS' if c.passed else 'FAIL'}] {c.name:<32} {c.value:+.4f}  (needs {c.threshold})"
+        )
+    c5, cm = d.comparisons["recall@5"], d.comparisons["mrr"]
+    out.append(
+        f"  recall@5 {c5.mean_a:.3f} -> {c5.mean_b:.3f}  95% CI [{c5.ci_low:+.3f}, {c5.ci_high:+.3f}] "
+        f"p={c5.p_value:.3f}  wins/losses/ties {c5.wins}/{c5.losses}/{c5.ties}"
+    )
+    out.append(
+        f"  mrr      {cm.mean_a:.3f} -> {cm.mean_b:.3f}  95% CI [{cm.ci_low:+.3f}, {cm.ci_high:+.3f}] p={cm.p_value:.3f}"
+    )
+    out.append(
+        f"  holdout  recall@5 {res.base_holdout.get('recall@5', 0):.3f} -> {res.cand_holdout.get('recall@5', 0):.3f}"
+        f"   mrr {res.base_holdout.get('mrr', 0):.3f} -> {res.cand_holdout.get('mrr', 0):.3f}"
+    )
+    out.append("  decision: " + ("ACCEPTED (new baseline)" if d.accepted else "ROLLED BACK"))
+    sys.stdout.write("\n".join(out) + "\n")
+
+
+def _try(args: argparse.Namespace) -> int:
+    from workbench.experiments import run_experiment
+
+    ws = _ws(args)
+    overrides = dict(parse_override(s) for s in args.overrides)
+    res = run_experiment(
+        ws,
+        _evaluator_for(ws),
+        overrides,
+        title=args.title,
+        tier=args.strategy,
+        notes=args.notes,
+        dry_run=args.dry_run,
+    )
+    _print_result(res, args.json)
+    return 0
+
+
+def _log(args: argparse.Namespace) -> int:
+    from workbench.experiments import ExperimentStore, trajectory
+
+    store = ExperimentStore(_ws(args).experiments)
+    points = trajectory(store)
+    if args.json:
+        print_json({"trajectory": points, "records": store.load_records()})
+        return 0
+    if not points:
+        sys.stdout.write("no experiments yet; run `wikirag experiment try --set fusion.k=30`\n")
+        return 0
+    sys.stdout.write(
+        f"{'exp':>4}  {'decision':<12} {'recall@5':>9} {'mrr':>7} {'hit@5':>7}  title\n"
+    )
+    for p in points:
+        bar = "#" * round(40 * p.get("recall@5", 0))
+        sys.stdout.write(
+            f"{p['experiment']:>4}  {p['decision']:<12} {p.get('recall@5', 0):>9.3f} "
+            f"{p.get('mrr', 0):>7.3f} {p.get('hit@5', 0):>7.3f}  {p.get('title', '')[:50]}\n"
+            f"{'':>19}{bar}\n"
+        )
+    sys.stdout.write(f"log: {store.log_md}\n")
+    return 0
+
+
+def _restore(args: argparse.Namespace) -> int:
+    from workbench.experiments import ExperimentStore
+
+    cfg = ExperimentStore(_ws(args).experiments).restore(args.version)
+    info(f"baseline is now version {args.version} (config {cfg.hash})")
+    return 0
+
+
+def _versions(args: argparse.Namespace) -> int:
+    from workbench.experiments import ExperimentStore
+
+    store = ExperimentStore(_ws(args).experiments)
+    rows = []
+    for v in store.accepted_versions():
+        cfg = EngineConfig.load(v["path"])
+        rows.append({**v, "hash": cfg.hash, "current": cfg.hash == store.baseline_config().hash})
+    if args.json:
+        print_json(rows)
+    else:
+        for r in rows:
+            sys.stdout.write(
+                f"v{r['version']}  {r['hash']}  {'(current)' if r['current'] else ''}\n"
+            )
+        if not rows:
+            sys.stdout.write("no baseline versions yet; accept an experiment first\n")
+    return 0
+
+
+def _optimize(args: argparse.Namespace) -> int:
+    from workbench.experiments import ExperimentStore, optimize
+
+    ws = _ws(args)
+    try:
+        tiers = {int(t) for t in args.tiers.split(",") if t.strip()}
+    except ValueError as exc:
+        raise EngineError(f"--tiers must be a comma list of 1-4, got {args.tiers!r}") from exc
+    store = ExperimentStore(ws.experiments)
+    before = store.baseline_config()
+    results = optimize(
+        ws,
+        _evaluator_for(ws),
+        budget=args.budget,
+        tiers=tiers,
+        progress=lambda i, n, name: info(f"[{i}/{n}] {name}"),
+    )
+    after = store.baseline_config()
+    if args.json:
+        print_json(
+            {
+                "before": before.hash,
+                "after": after.hash,
+                "experiments": [r.to_record() for r in results],
+            }
+        )
+        return 0
+    for r in results:
+        _print_result(r, False)
+    first, last = (results[0], results[-1]) if results else (None, None)
+    if first and last:
+        acc = [r for r in results if r.decision.accepted]
+        final_t = acc[-1].cand_tune if acc else first.base_tune
+        final_h = acc[-1].cand_holdout if acc else first.base_holdout
+        sys.stdout.write(
+            f"\n{len(acc)} of {len(results)} changes accepted; baseline {before.hash} -> {after.hash}\n"
+            f"tune:    recall@5 {first.base_tune.get('recall@5', 0):.3f} -> {final_t.get('recall@5', 0):.3f}, "
+            f"mrr {first.base_tune.get('mrr', 0):.3f} -> {final_t.get('mrr', 0):.3f}\n"
+            f"holdout: recall@5 {first.base_holdout.get('recall@5', 0):.3f} -> {final_h.get('recall@5', 0):.3f}, "
+            f"mrr {first.base_holdout.get('mrr', 0):.3f} -> {final_h.get('mrr', 0):.3f}"
+            "  (decisions used tune only)\n"
+        )
+    return 0

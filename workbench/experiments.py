@@ -1,0 +1,549 @@
+"""Accept/rollback experiments, the optimization log, baselines, auto-optimize and the CI gate.
+
+One experiment = the current baseline config + one change, both evaluated on the tune
+split (the holdout is evaluated too and reported, never used to decide). The change is
+accepted only if every criterion of the acceptance rule holds (DESIGN.md "Experiments"),
+plus the statistical checks of ``decide``.
+
+Crash safety: nothing is written until both evaluations finished. Then (1) the JSONL
+record and (2) the Markdown log entry are appended atomically, and (3) for an accepted
+change the new baseline is written. ``recover`` finishes step 3 if a crash hit between
+(2) and (3), so the log and the baseline always agree.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine.atomic import atomic_append_text, atomic_write_text
+from engine.config import EngineConfig
+from engine.errors import EngineError
+from workbench import golden
+from workbench.catalog import TIER_NAMES, needs_reindex, strategies
+from workbench.context import Workspace
+from workbench.evaluate import EvalRun, Evaluator
+from workbench.stats import PairedComparison, compare_paired
+
+
+@dataclass(frozen=True)
+class AcceptanceRule:
+    """DESIGN.md's thresholds; the CLI and UI show each criterion with its measured value."""
+
+    min_recall5_delta: float = 0.01
+    min_mrr_delta: float = -0.02
+    min_hit5_delta: float = 0.0
+    max_latency_delta_ms: float = 100.0
+    max_regressed_queries: int = 2
+    max_query_regression: float = 0.2
+    max_slice_regression: float = 0.05
+    min_slice_size: int = 3  # smaller slices are too noisy to veto a change
+    alpha: float = 0.05
+
+
+RULE = AcceptanceRule()
+EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class Criterion:
+    name: str
+    value: float
+    threshold: str
+    passed: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "value": self.value,
+            "threshold": self.threshold,
+            "passed": self.passed,
+        }
+
+
+@dataclass
+class Decision:
+    accepted: bool
+    criteria: list[Criterion]
+    comparisons: dict[str, PairedComparison]
+    regressed: list[tuple[str, float]]  # (query id, drop in recall@5)
+    slices: dict[str, float]  # "difficulty=hard" -> delta recall@5
+    latency_delta_ms: float
+
+    @property
+    def reasons(self) -> list[str]:
+        return [
+            f"{c.name}: {c.value:+.4f} (needs {c.threshold})" for c in self.criteria if not c.passed
+        ]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "accepted": self.accepted,
+            "criteria": [c.to_dict() for c in self.criteria],
+            "comparisons": {k: v.to_dict() for k, v in self.comparisons.items()},
+            "regressed": self.regressed,
+            "slices": self.slices,
+            "latency_delta_ms": self.latency_delta_ms,
+        }
+
+
+def decide(
+    base: EvalRun,
+    cand: EvalRun,
+    mode: str,
+    rule: AcceptanceRule = RULE,
+    *,
+    require_improvement: bool = True,
+) -> Decision:
+    """Apply the acceptance rule to two runs over the same queries.
+
+    A query is "regressed" when its Recall@5 drops (the rule's headline measure). With
+    ``require_improvement=False`` (the CI gate) Recall@5 must only not drop by more than
+    the improvement threshold.
+    """
+    a, b = base.per_query(mode), cand.per_query(mode)
+    comps = {m: compare_paired(a, b, m) for m in ("recall@5", "mrr", "hit@5", "ndcg@10")}
+    lat = cand.latency(mode)["p50"] - base.latency(mode)["p50"]
+    regressed = sorted(
+        ((q, a[q]["recall@5"] - b[q]["recall@5"]) for q in a if q in b),
+        key=lambda t: -t[1],
+    )
+    regressed = [(q, d) for q, d in regressed if d > EPS]
+    slices = _slice_deltas(base, cand, mode, rule.min_slice_size)
+    r5, mrr, hit = comps["recall@5"].delta, comps["mrr"].delta, comps["hit@5"].delta
+    worst_slice = min(slices.values(), default=0.0)
+    crit = []
+    if require_improvement:
+        crit.append(
+            Criterion(
+                "recall@5 delta",
+                r5,
+                f">= +{rule.min_recall5_delta}",
+                r5 >= rule.min_recall5_delta - EPS,
+            )
+        )
+    else:
+        crit.append(
+            Criterion(
+                "recall@5 delta",
+                r5,
+                f">= -{rule.min_recall5_delta}",
+                r5 >= -rule.min_recall5_delta - EPS,
+            )
+        )
+    crit += [
+        Criterion("mrr delta", mrr, f">= {rule.min_mrr_delta}", mrr >= rule.min_mrr_delta - EPS),
+        Criterion(
+            "hit@5 delta", hit, f">= {rule.min_hit5_delta}", hit >= rule.min_hit5_delta - EPS
+        ),
+        Criterion(
+            "latency p50 delta (ms)",
+            lat,
+            f"<= +{rule.max_latency_delta_ms:g}",
+            lat <= rule.max_latency_delta_ms + EPS,
+        ),
+        Criterion(
+            "regressed queries",
+            float(len(regressed)),
+            f"<= {rule.max_regressed_queries}",
+            len(regressed) <= rule.max_regressed_queries,
+        ),
+        Criterion(
+            "largest query regression",
+            max((d for _, d in regressed), default=0.0),
+            f"<= {rule.max_query_regression}",
+            all(d <= rule.max_query_regression + EPS for _, d in regressed),
+        ),
+        Criterion(
+            "worst slice delta (recall@5)",
+            worst_slice,
+            f">= -{rule.max_slice_regression}",
+            worst_slice >= -rule.max_slice_regression - EPS,
+        ),
+        Criterion(
+            "mrr not significantly worse (p)",
+            comps["mrr"].p_value,
+            f">= {rule.alpha} or delta >= 0",
+            mrr >= 0 or comps["mrr"].p_value >= rule.alpha,
+        ),
+    ]
+    return Decision(all(c.passed for c in crit), crit, comps, regressed, slices, lat)
+
+
+def _slice_deltas(base: EvalRun, cand: EvalRun, mode: str, min_size: int) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for by in ("difficulty", "category"):
+        ba, ca = base.breakdown(mode, by), cand.breakdown(mode, by)
+        sizes: dict[str, int] = {}
+        for r in base.for_mode(mode):
+            key = str(getattr(r.item, by))
+            sizes[key] = sizes.get(key, 0) + 1
+        for g in ba:
+            if g in ca and sizes.get(g, 0) >= min_size:
+                out[f"{by}={g}"] = ca[g].get("recall@5", 0.0) - ba[g].get("recall@5", 0.0)
+    return out
+
+
+@dataclass
+class ExperimentResult:
+    number: int
+    title: str
+    tier: str
+    changes: dict[str, tuple[Any, Any]]
+    decision: Decision
+    base_tune: dict[str, float]
+    cand_tune: dict[str, float]
+    base_holdout: dict[str, float]
+    cand_holdout: dict[str, float]
+    base_hash: str
+    cand_hash: str
+    cand_yaml: str
+    mode: str
+    notes: str = ""
+    date: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "number": self.number,
+            "title": self.title,
+            "date": self.date,
+            "tier": self.tier,
+            "changes": {k: list(v) for k, v in self.changes.items()},
+            "decision": "accepted" if self.decision.accepted else "rolled back",
+            "details": self.decision.to_dict(),
+            "mode": self.mode,
+            "baseline": {
+                "hash": self.base_hash,
+                "tune": self.base_tune,
+                "holdout": self.base_holdout,
+            },
+            "result": {
+                "hash": self.cand_hash,
+                "tune": self.cand_tune,
+                "holdout": self.cand_holdout,
+            },
+            "config_yaml": self.cand_yaml,
+            "notes": self.notes,
+            **self.extra,
+        }
+
+
+class ExperimentStore:
+    """The files of one KB's experiments folder."""
+
+    def __init__(self, folder: str | Path) -> None:
+        self.folder = Path(folder)
+
+    @property
+    def log_md(self) -> Path:
+        return self.folder / "optimization_log.md"
+
+    @property
+    def records(self) -> Path:
+        return self.folder / "experiments.jsonl"
+
+    @property
+    def baseline(self) -> Path:
+        return self.folder / "baseline.yaml"
+
+    @property
+    def versions(self) -> Path:
+        return self.folder / "baselines"
+
+    def load_records(self) -> list[dict[str, Any]]:
+        if not self.records.is_file():
+            return []
+        out = []
+        for n, line in enumerate(self.records.read_text(encoding="utf-8").splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise EngineError(
+                    f"{self.records}:{n} is not valid JSON ({exc}); fix or remove that line"
+                ) from exc
+        return out
+
+    def baseline_config(self) -> EngineConfig:
+        return EngineConfig.load(self.baseline) if self.baseline.is_file() else EngineConfig()
+
+    def next_number(self) -> int:
+        return max((r.get("number", 0) for r in self.load_records()), default=0) + 1
+
+    def accepted_versions(self) -> list[dict[str, Any]]:
+        """Version 0 is the first baseline; each accepted experiment adds one."""
+        out = []
+        for path in sorted(self.versions.glob("v*.yaml"), key=lambda p: int(p.stem[1:])):
+            out.append({"version": int(path.stem[1:]), "path": str(path)})
+        return out
+
+    def ensure_initial_version(self) -> None:
+        if not (self.versions / "v0.yaml").is_file():
+            atomic_write_text(self.versions / "v0.yaml", self.baseline_config().to_yaml())
+            if not self.baseline.is_file():
+                atomic_write_text(self.baseline, EngineConfig().to_yaml())
+
+    def write_baseline(self, cfg: EngineConfig) -> int:
+        n = max((v["version"] for v in self.accepted_versions()), default=0) + 1
+        atomic_write_text(self.versions / f"v{n}.yaml", cfg.to_yaml())
+        atomic_write_text(self.baseline, cfg.to_yaml())
+        return n
+
+    def append(self, result: ExperimentResult) -> None:
+        atomic_append_text(self.records, json.dumps(result.to_record(), ensure_ascii=False) + "\n")
+        if not self.log_md.is_file():
+            atomic_write_text(self.log_md, LOG_HEADER)
+        atomic_append_text(self.log_md, format_log_entry(result))
+
+    def recover(self) -> str | None:
+        """If the last accepted record's config is not the baseline (crash), re-apply it."""
+        recs = [r for r in self.load_records() if r.get("decision") == "accepted"]
+        if not recs:
+            return None
+        last = recs[-1]
+        cfg = EngineConfig.from_yaml(last["config_yaml"])
+        if self.baseline_config().hash != cfg.hash and not _restored_after(
+            self.load_records(), last
+        ):
+            self.write_baseline(cfg)
+            return f"baseline re-applied from experiment {last['number']} (interrupted write)"
+        return None
+
+    def restore(self, version: int) -> EngineConfig:
+        path = self.versions / f"v{version}.yaml"
+        if not path.is_file():
+            known = ", ".join(str(v["version"]) for v in self.accepted_versions()) or "none"
+            raise EngineError(f"no baseline version {version}; known versions: {known}")
+        cfg = EngineConfig.load(path)
+        atomic_write_text(self.baseline, cfg.to_yaml())
+        rec = {
+            "number": self.next_number(),
+            "title": f"Restore baseline v{version}",
+            "date": _now(),
+            "tier": "restore",
+            "decision": "restored",
+            "restored_version": version,
+            "config_yaml": cfg.to_yaml(),
+            "result": {"hash": cfg.hash},
+        }
+        atomic_append_text(self.records, json.dumps(rec, ensure_ascii=False) + "\n")
+        if not self.log_md.is_file():
+            atomic_write_text(self.log_md, LOG_HEADER)
+        atomic_append_text(
+            self.log_md,
+            f"\n### Experiment {rec['number']}: Restore baseline v{version}\n\n"
+            f"- **Date**: {rec['date']}\n- **Decision**: ↩️ Restored version {version} "
+            f"(config {cfg.hash})\n",
+        )
+        return cfg
+
+
+def _restored_after(records: list[dict[str, Any]], accepted: dict[str, Any]) -> bool:
+    return any(
+        r.get("decision") == "restored" and r["number"] > accepted["number"] for r in records
+    )
+
+
+LOG_HEADER = """# Optimization log
+
+Every experiment the workbench ran on this knowledge base, accepted or not, newest last.
+Decisions are taken on the tune split; holdout numbers are reported beside them so
+overfitting shows. Written by `wikirag experiment try` / `wikirag optimize` and the
+Experiments page; machine-readable twin: `experiments.jsonl`.
+"""
+
+
+def _fmt_metrics(m: Mapping[str, float]) -> str:
+    return (
+        f"Recall@5 {m.get('recall@5', 0):.3f}, MRR {m.get('mrr', 0):.3f}, "
+        f"Hit@5 {m.get('hit@5', 0):.3f}, NDCG@10 {m.get('ndcg@10', 0):.3f}, "
+        f"p50 {m.get('latency_p50', 0):.0f} ms"
+    )
+
+
+def format_log_entry(r: ExperimentResult) -> str:
+    d = r.decision
+    change = "; ".join(f"`{k}`: {a!r} → {b!r}" for k, (a, b) in r.changes.items()) or "(none)"
+    c5, cm = d.comparisons["recall@5"], d.comparisons["mrr"]
+    verdict = "✅ Accepted — new baseline" if d.accepted else "❌ Rolled back"
+    why = "all criteria hold" if d.accepted else "; ".join(d.reasons)
+    return (
+        f"\n### Experiment {r.number}: {r.title}\n\n"
+        f"- **Date**: {r.date}\n"
+        f"- **Strategy tier**: {r.tier}\n"
+        f"- **Change**: {change}\n"
+        f"- **Baseline** (`{r.base_hash}`, tune): {_fmt_metrics(r.base_tune)}\n"
+        f"- **Result** (`{r.cand_hash}`, tune): {_fmt_metrics(r.cand_tune)}\n"
+        f"- **Statistics**: ΔRecall@5 {c5.delta:+.3f} (95% CI [{c5.ci_low:+.3f}, {c5.ci_high:+.3f}], "
+        f"p={c5.p_value:.3f}); ΔMRR {cm.delta:+.3f} (95% CI [{cm.ci_low:+.3f}, {cm.ci_high:+.3f}], "
+        f"p={cm.p_value:.3f}); wins/losses/ties on Recall@5 {c5.wins}/{c5.losses}/{c5.ties}\n"
+        f"- **Holdout**: Recall@5 {r.base_holdout.get('recall@5', 0):.3f} → "
+        f"{r.cand_holdout.get('recall@5', 0):.3f}, MRR {r.base_holdout.get('mrr', 0):.3f} → "
+        f"{r.cand_holdout.get('mrr', 0):.3f}\n"
+        f"- **Decision**: {verdict} ({why})\n"
+        f"- **Notes**: {r.notes or '-'}\n"
+    )
+
+
+def _now() -> str:
+    return dt.datetime.now().strftime("%Y-%m-%d %H:%M")
+
+
+def _with_latency(run: EvalRun, mode: str) -> dict[str, float]:
+    m = dict(run.means(mode))
+    lat = run.latency(mode)
+    m["latency_p50"], m["latency_p95"] = lat["p50"], lat["p95"]
+    m["queries"] = float(len(run.for_mode(mode)))
+    return m
+
+
+def run_experiment(
+    ws: Workspace,
+    evaluator_for: Callable[[EngineConfig], Evaluator],
+    overrides: Mapping[str, Any],
+    *,
+    title: str | None = None,
+    tier: str = "manual",
+    notes: str = "",
+    dry_run: bool = False,
+) -> ExperimentResult:
+    """Evaluate baseline vs baseline+change on tune (and holdout), decide, log, maybe accept."""
+    store = ExperimentStore(ws.experiments)
+    store.recover()
+    gs = golden.load(ws.dataset)
+    base_cfg = store.baseline_config()
+    cand_cfg = base_cfg.with_overrides(dict(overrides))
+    changes = base_cfg.diff(cand_cfg)
+    if not changes:
+        raise EngineError("the change leaves the config as it is; pick a different value")
+    mode_b, mode_c = base_cfg.search.mode, cand_cfg.search.mode
+    ev_b, ev_c = evaluator_for(base_cfg), evaluator_for(cand_cfg)
+    runs = {}
+    for split in ("tune", "holdout"):
+        runs[("b", split)] = ev_b.run(gs, base_cfg, modes=[mode_b], split=split)
+        runs[("c", split)] = ev_c.run(gs, cand_cfg, modes=[mode_c], split=split)
+    base_t, cand_t = runs[("b", "tune")], runs[("c", "tune")]
+    if mode_b != mode_c:  # compare under the name each run used
+        cand_t = _rename_mode(cand_t, mode_c, mode_b)
+        runs[("c", "holdout")] = _rename_mode(runs[("c", "holdout")], mode_c, mode_b)
+    decision = decide(base_t, cand_t, mode_b)
+    number = store.next_number()
+    result = ExperimentResult(
+        number=number,
+        title=title or ", ".join(f"{k}={b}" for k, (_, b) in changes.items()),
+        tier=tier,
+        changes=changes,
+        decision=decision,
+        base_tune=_with_latency(base_t, mode_b),
+        cand_tune=_with_latency(cand_t, mode_b),
+        base_holdout=_with_latency(runs[("b", "holdout")], mode_b),
+        cand_holdout=_with_latency(runs[("c", "holdout")], mode_b),
+        base_hash=base_cfg.hash,
+        cand_hash=cand_cfg.hash,
+        cand_yaml=cand_cfg.to_yaml(),
+        mode=mode_b,
+        notes=notes,
+        date=_now(),
+    )
+    if dry_run:
+        return result
+    store.ensure_initial_version()
+    store.append(result)
+    if decision.accepted:
+        store.write_baseline(cand_cfg)
+    return result
+
+
+def _rename_mode(run: EvalRun, old: str, new: str) -> EvalRun:
+    from dataclasses import replace
+
+    results = [replace(r, mode=new) if r.mode == old else r for r in run.results]
+    return replace(run, results=results, modes=tuple(new if m == old else m for m in run.modes))
+
+
+def trajectory(store: ExperimentStore) -> list[dict[str, Any]]:
+    """Score after each experiment: the baseline's tune metrics as accepted changes land."""
+    points = []
+    for r in store.load_records():
+        if r.get("decision") not in ("accepted", "rolled back"):
+            continue
+        if not points:
+            points.append({"experiment": 0, "decision": "baseline", **r["baseline"]["tune"]})
+        cur = r["result"]["tune"] if r["decision"] == "accepted" else points[-1]
+        row = {k: v for k, v in cur.items() if k not in ("experiment", "decision", "title")}
+        points.append(
+            {
+                "experiment": r["number"],
+                "decision": r["decision"],
+                "title": r.get("title", ""),
+                **row,
+            }
+        )
+    return points
+
+
+def optimize(
+    ws: Workspace,
+    evaluator_for: Callable[[EngineConfig], Evaluator],
+    *,
+    budget: int = 10,
+    tiers: set[int] | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
+) -> list[ExperimentResult]:
+    """Walk the catalog one change at a time from the lowest tier; stop at the budget."""
+    results: list[ExperimentResult] = []
+    tried: set[str] = set()
+    todo = [(s, c) for s in strategies(tiers) for c in s.candidates if not needs_reindex(c)]
+    todo.sort(key=lambda t: t[0].tier)
+    for strat, change in todo:
+        if len(results) >= budget:
+            break
+        base = ExperimentStore(ws.experiments).baseline_config()
+        try:
+            cand = base.with_overrides(change)
+        except EngineError:
+            continue
+        if not base.diff(cand) or cand.hash in tried:
+            continue
+        tried.add(cand.hash)
+        if progress:
+            progress(len(results), budget, strat.name)
+        res = run_experiment(
+            ws,
+            evaluator_for,
+            change,
+            title=f"{strat.name}: " + ", ".join(f"{k}={v}" for k, v in change.items()),
+            tier=TIER_NAMES[strat.tier],
+            notes=f"auto-optimize; risk {strat.risk}. {strat.why}",
+        )
+        results.append(res)
+    if progress:
+        progress(len(results), budget, "done")
+    return results
+
+
+def gate(ws: Workspace, current: EvalRun) -> tuple[bool, str]:
+    """CI gate: does ``current`` regress against the accepted baseline (acceptance rule)?"""
+    from workbench.engines import evaluator
+
+    store = ExperimentStore(ws.experiments)
+    base_cfg = store.baseline_config()
+    if base_cfg.hash == current.config.hash:
+        return True, f"config is the baseline ({base_cfg.hash}); nothing to compare"
+    gs = golden.load(ws.dataset)
+    mode = current.modes[0]
+    base_run = evaluator(ws, base_cfg).run(gs, base_cfg, modes=[mode], split=current.split)
+    d = decide(base_run, current, mode, require_improvement=False)
+    if d.accepted:
+        c = d.comparisons
+        return True, (
+            f"no regression vs baseline {base_cfg.hash}: ΔRecall@5 {c['recall@5'].delta:+.3f}, "
+            f"ΔMRR {c['mrr'].delta:+.3f}, ΔHit@5 {c['hit@5'].delta:+.3f}"
+        )
+    return False, f"regression vs baseline {base_cfg.hash}: " + "; ".join(d.reasons)
