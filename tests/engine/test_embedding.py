@@ -334,3 +334,18 @@ def test_openai_embedder_unreachable_server() -> None:
 def test_openai_embedder_config_errors(kw: dict[str, str], message: str) -> None:
     with pytest.raises(ProviderError, match=message):
         make_embedder(EmbeddingConfig(provider="openai", **kw))  # type: ignore[arg-type]
+
+
+def test_use_model_loads_once_under_concurrent_first_use() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from engine import embedding
+
+    with ThreadPoolExecutor(4) as pool:
+        models = list(pool.map(lambda _: embedding._use_model(1), range(4)))
+    assert all(m is models[0] for m in models)
+    emb = USEEmbedder(EmbeddingConfig(provider="use", threads=1))
+    with ThreadPoolExecutor(4) as pool:
+        vecs = list(pool.map(emb.embed_query, ["同一个问题"] * 4))
+    for v in vecs[1:]:
+        np.testing.assert_allclose(v, vecs[0], atol=1e-6)
