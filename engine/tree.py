@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import datetime
 import hashlib
+import itertools
 import os
 import re
 import tomllib
@@ -173,6 +174,7 @@ _BLOCK_MD = MarkdownIt("commonmark").disable(["inline", "text_join"])
 _INLINE_MD = MarkdownIt("commonmark")
 
 SUMMARY_CHARS = 120
+_SUMMARY_SOURCE_CHARS = 1000  # Markdown source read per paragraph when summarising
 HASH_HEX = 16
 EMPTY_SLUG = "section"  # id segment for a heading whose slug is empty (e.g. emoji only)
 
@@ -427,7 +429,8 @@ def _summary(tokens: list[Token], start: int, stop: int, env: dict[str, Any]) ->
     for tok in tokens[start:stop]:
         if tok.type != "inline":
             continue
-        text = _inline_text(tok.content, env)
+        # A table is one long paragraph under CommonMark; only its start can reach the summary.
+        text = _inline_text(tok.content[:_SUMMARY_SOURCE_CHARS], env)
         if text:
             parts.append(text)
             size += len(text) + 1
@@ -506,10 +509,7 @@ def _build(
     env = scan.env if scan else {}
 
     # Byte-exact slicing by line: content of node k = body[starts[k]:starts[k+1]].
-    line_starts = [0]
-    for i, ch in enumerate(body):
-        if ch == "\n":
-            line_starts.append(i + 1)
+    line_starts = [0, *itertools.accumulate(len(line) + 1 for line in body.split("\n"))]
     offsets = [line_starts[h.line - 1 - fm_lines] for _, h in headings]
     bounds = [0, *offsets, len(body)]
 
