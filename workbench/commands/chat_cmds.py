@@ -1,0 +1,109 @@
+"""`wikirag ask` (an answer with citations) and `wikirag summarize` (LLM chapter summaries)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from workbench.commands.common import (
+    add_workspace_args,
+    effective_config,
+    info,
+    print_json,
+    workspace,
+)
+
+SUMMARY_FILE = "summaries.json"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    ask = sub.add_parser("ask", help="answer a question from the KB with numbered citations")
+    ask.add_argument("question", help="the question, in quotes")
+    add_workspace_args(ask)
+    ask.add_argument(
+        "--mode",
+        choices=("loop", "tools"),
+        default="loop",
+        help="loop: retrieve/judge/rewrite then answer (default); tools: the LLM calls search",
+    )
+    ask.add_argument("--top-k", type=int, default=5, help="chapters given as sources (default 5)")
+    ask.add_argument("--json", action="store_true", help="machine-readable answer on stdout")
+    ask.set_defaults(func=_ask)
+
+    summ = sub.add_parser(
+        "summarize", help="write 1-2 sentence LLM summaries per chapter to <index>/summaries.json"
+    )
+    add_workspace_args(summ)
+    summ.set_defaults(func=_summarize)
+
+
+def _ask(args: argparse.Namespace) -> int:
+    from engine.search import Engine
+    from workbench.chat import answer
+    from workbench.llm import LLMClient
+
+    if args.top_k < 1:
+        raise ValueError("--top-k must be at least 1")
+    ws = workspace(args)
+    cfg = effective_config(args, ws)
+    engine = Engine.open(ws.kb, ws.index, cfg)
+    llm = LLMClient.from_config(cfg.llm)
+    ans = answer(args.question, engine, cfg, llm=llm, mode=args.mode, top_k=args.top_k)
+    if args.json:
+        d = ans.to_dict()
+        print_json({k: d[k] for k in _JSON_KEYS})
+        return 0
+    sys.stdout.write(render_answer(ans.to_dict()))
+    return 0
+
+
+_JSON_KEYS = (
+    "question",
+    "answer",
+    "citations",
+    "refusal",
+    "mode",
+    "notice",
+    "retrieved",
+    "trace",
+    "rounds",
+    "took_ms",
+)
+
+
+def render_answer(d: dict[str, Any]) -> str:
+    """The answer, its numbered sources, and the notice, as plain text."""
+    lines = [d["answer"].rstrip(), ""]
+    if d["citations"]:
+        lines.append("Sources:")
+        for c in d["citations"]:
+            where = f"{c['file_path']}:{c['line']}" if c.get("file_path") else c["node_id"]
+            lines.append(f"  [{c['n']}] {' › '.join(c['breadcrumb'])}  ({where})")
+    elif d["retrieved"]:
+        lines.append("Closest chapters:")
+        for r in d["retrieved"][:3]:
+            lines.append(f"  - {' › '.join(r['breadcrumb'])}  ({r['node_id']})")
+    if d.get("notice"):
+        lines += ["", f"Note: {d['notice']}"]
+    return "\n".join(lines) + "\n"
+
+
+def _summarize(args: argparse.Namespace) -> int:
+    from engine.tree import parse_kb
+    from workbench.llm import LLMClient
+    from workbench.summaries import summarize_kb
+
+    ws = workspace(args)
+    cfg = effective_config(args, ws)
+    llm = LLMClient.from_config(cfg.llm)
+    kb = parse_kb(ws.kb)
+    path = ws.index / SUMMARY_FILE
+
+    def progress(done: int, total: int) -> None:
+        if done == total or done % 10 == 0:
+            info(f"summarised {done}/{total}")
+
+    n_new, n_cached = summarize_kb(kb, llm, path, progress=progress)
+    info(f"{n_new} new summaries, {n_cached} cached; written to {path}")
+    return 0
