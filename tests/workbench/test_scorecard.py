@@ -1,0 +1,272 @@
+import pytest
+
+from engine.config import EngineConfig
+from engine.tree import Document, KnowledgeBase, Node
+from workbench.evaluate import EvalRun, QueryResult
+from workbench.golden import GoldenItem, GoldenSet
+from workbench.scorecard import (
+    RECALL5_BANDS,
+    WEIGHTS,
+    build_scorecard,
+    chunking_evidence,
+    engineering_evidence,
+    grade_for,
+    piecewise,
+)
+
+CATS = ["a", "a", "a", "b", "b"]
+DIFFS = ["easy", "medium", "medium", "medium", "hard"]
+
+
+def _items():
+    rel = ["d1#h1/long", "d1#h1/ok", "d1#h1", "d2#only", "d1#gone"]  # the last one is stale
+    return [GoldenItem(f"q{n}", f"query {n}", (rel[n],), DIFFS[n], CATS[n]) for n in range(5)]
+
+
+def _run(rows, mode="hybrid", rerank=False, cfg=None, causes=None, attribution=None, errors=()):
+    """rows: per query {measure: value}."""
+    results = []
+    for n, (item, m) in enumerate(zip(_items(), rows, strict=True)):
+        cause = (causes or {}).get(n)
+        attr = (attribution or {}).get(n, [{"cause": cause}] if cause else [])
+        err = "boom" if n in errors else None
+        results.append(QueryResult(item, mode, [], dict(m), 10.0, attr, cause, err))
+    return EvalRun("r1", "t", cfg or EngineConfig(), "gs", "", "h", "all", (mode,), rerank, results)
+
+
+def _rows(recall, mrr, hit):
+    return [{"recall@5": r, "mrr": m, "hit@5": h} for r, m, h in zip(recall, mrr, hit, strict=True)]
+
+
+MAIN = _rows([1, 1, 0.5, 0.5, 0.5], [1, 1, 0.5, 0.25, 0.25], [1, 1, 1, 0, 0])  # 0.7, 0.6, 0.6
+VECTOR = _rows([1, 0.8, 0.5, 0.5, 0], [0] * 5, [0] * 5)  # recall@5 0.56 = 0.8 x 0.7
+
+
+def _node(nid, doc, level, parent, children=(), chars=200, fm=None):
+    return Node(
+        node_id=nid,
+        doc_id=doc,
+        title=nid,
+        level=level,
+        ordinal=0,
+        parent_id=parent,
+        children_ids=tuple(children),
+        breadcrumb=(nid,),
+        line=1,
+        anchor=nid,
+        content="x" * chars,
+        summary="",
+        file_path=f"{doc}.md",
+        frontmatter=fm or {},
+    )
+
+
+def _kb():
+    fm = {"category": "rag"}
+    d1 = Document(
+        "d1",
+        "d1.md",
+        fm,
+        (
+            _node("d1", "d1", 0, None, ["d1#h1"], chars=0, fm=fm),
+            _node("d1#h1", "d1", 1, "d1", ["d1#h1/long", "d1#h1/ok"], fm=fm),
+            _node("d1#h1/long", "d1", 2, "d1#h1", chars=3000, fm=fm),
+            _node("d1#h1/ok", "d1", 2, "d1#h1", chars=100, fm=fm),
+        ),
+    )
+    d2 = Document(
+        "d2",
+        "d2.md",
+        {},
+        (
+            _node("d2", "d2", 0, None, ["d2#only"], chars=0),
+            _node("d2#only", "d2", 1, "d2", chars=50),
+        ),
+    )
+    return KnowledgeBase("kb", (d1, d2))
+
+
+FRESH = {
+    "freshness": {"new": 0, "changed": 0, "deleted": 0, "fresh": True},
+    "index": {"rows": 6},
+    "signature_match": True,
+}
+
+
+def _card(**kw):
+    args = {
+        "kb": _kb(),
+        "gs": GoldenSet("gs", tuple(_items())),
+        "engine_stats": FRESH,
+        "extra_runs": {"vector": _run(VECTOR, mode="vector")},
+    }
+    args.update(kw)
+    run = args.pop("run", None) or _run(MAIN)
+    return build_scorecard(run, **args)
+
+
+def test_weights_sum_to_100():
+    assert sum(WEIGHTS.values()) == 100
+
+
+@pytest.mark.parametrize(
+    ("x", "score"), [(0.0, 0.0), (0.25, 25.0), (0.5, 50.0), (0.7, 75.0), (0.9, 100.0), (1.0, 100.0)]
+)
+def test_recall_bands(x, score):
+    assert piecewise(x, RECALL5_BANDS) == pytest.approx(score)
+
+
+@pytest.mark.parametrize(
+    ("total", "grade"),
+    [
+        (100, "A"),
+        (90, "A"),
+        (89.99, "B"),
+        (80, "B"),
+        (79.99, "C+"),
+        (70, "C+"),
+        (69.99, "C"),
+        (60, "C"),
+        (59.99, "D"),
+        (50, "D"),
+        (49.99, "F"),
+        (0, "F"),
+    ],
+)
+def test_grade_boundaries(total, grade):
+    assert grade_for(total) == grade
+
+
+def test_every_dimension_from_constructed_evidence():
+    card = _card()
+    s = {d.key: d.score for d in card.dimensions}
+    assert s["recall5"] == pytest.approx(75.0)  # 0.7 on (0.5 -> 50, 0.9 -> 100)
+    assert s["mrr"] == pytest.approx(75.0)  # 0.6 on (0.4 -> 50, 0.8 -> 100)
+    assert s["hit5"] == pytest.approx(50.0)  # 0.6 on (0.6 -> 50)
+    assert s["embedding"] == pytest.approx(80.0)  # ratio 0.56 / 0.7 = 0.8 -> 80
+    assert s["rerank"] == pytest.approx(50.0)  # rerank off
+    # long 1/4, short 1/3 leaves, no-H2 1/2 docs: 100 - 25 - 33.33 - 25
+    assert s["chunking"] == pytest.approx(16.67)
+    assert s["architecture"] == pytest.approx(55.0)  # hybrid 25 + expansion 15 + filters 15
+    assert s["engineering"] == pytest.approx(100.0)
+    # 40*5/30 + 20*(2/2) + 20*(1 - 2*0.1) + 20*(1 - 1/5)
+    assert s["coverage"] == pytest.approx(40 * 5 / 30 + 20 + 16 + 16, abs=0.01)
+    total = sum(WEIGHTS[k] * v for k, v in s.items()) / 100
+    assert card.total == pytest.approx(round(total, 2))
+    assert card.total == pytest.approx(63.1, abs=0.01)
+    assert card.grade == "C"
+
+
+def test_evidence_and_formula_are_shown():
+    card = _card()
+    emb = card.dimension("embedding")
+    assert emb.evidence["ratio"] == pytest.approx(0.8)
+    assert "recall@5(vector only) / recall@5(hybrid)" in emb.formula
+    rr = card.dimension("rerank")
+    assert rr.evidence["rerank"] == "off"
+    assert rr.next_experiment["overrides"] == {"rerank.provider": "onnx-cross-encoder"}
+    assert card.dimension("chunking").evidence["long_share"] == 0.25
+    cov = card.dimension("coverage").evidence
+    assert cov["bad_labels"] == 1 and cov["difficulty_mix"] == {"easy": 1, "medium": 3, "hard": 1}
+    for d in card.dimensions:
+        assert d.formula and d.rule
+
+
+def test_weaknesses_rank_by_weighted_loss():
+    card = _card()
+    # losses: chunking 10*83.33, recall 25*25, hit 10*50 = rerank 10*50 (tie -> key order)
+    assert [d.key for d in card.weaknesses] == ["chunking", "recall5", "hit5"]
+    cfg = EngineConfig()
+    for d in card.weaknesses:
+        exp = d.next_experiment
+        if exp:
+            assert cfg.diff(cfg.with_overrides(exp["overrides"]))  # runnable, changes something
+    assert card.dimension("recall5").next_experiment["overrides"] == {"fusion.multiplier": 5}
+
+
+def test_rerank_effect_measured_against_rerank_off():
+    cfg = EngineConfig().with_overrides({"rerank.provider": "onnx-cross-encoder"})
+    on = _run(MAIN, rerank=True, cfg=cfg)  # recall 0.7, mrr 0.6
+    off = _run(_rows([1, 1, 0.5, 0.5, 0.25], [1, 1, 0.25, 0.25, 0.0], [1] * 5), cfg=cfg)
+    card = _card(run=on, extra_runs={"vector": _run(VECTOR, "vector"), "no_rerank": off})
+    d = card.dimension("rerank")
+    # d = (0.05 + 0.1) / 2 = 0.075 -> 50 + 0.075 / 0.1 * 50
+    assert d.evidence["d"] == pytest.approx(0.075)
+    assert d.score == pytest.approx(87.5)
+    assert d.next_experiment["overrides"] == {"rerank.max_candidates": 50}
+    # the embedding ratio uses the rerank-off hybrid run: 0.56 / 0.65
+    assert card.dimension("embedding").evidence["hybrid_recall@5"] == pytest.approx(0.65)
+
+
+def test_rerank_that_hurts_suggests_blending():
+    cfg = EngineConfig().with_overrides({"rerank.provider": "onnx-cross-encoder"})
+    on = _run(MAIN, rerank=True, cfg=cfg)
+    off = _run(_rows([1, 1, 1, 1, 1], [1, 1, 1, 1, 1], [1] * 5), cfg=cfg)
+    d = _card(run=on, extra_runs={"no_rerank": off}).dimension("rerank")
+    assert d.score == pytest.approx(0.0)  # d = (-0.3 - 0.4) / 2 <= -0.1
+    assert d.next_experiment["overrides"] == {"rerank.weight": 0.5}
+
+
+def test_unmeasured_embedding_scores_zero_with_reason():
+    d = _card(extra_runs={}).dimension("embedding")
+    assert d.score == 0.0 and d.evidence == {"measured": False}
+    assert "not measured" in d.rule
+
+
+def test_dropped_by_fusion_targets_the_channel_that_had_it():
+    attribution = {
+        0: [{"cause": "dropped_by_fusion", "vector_rank": 9, "bm25_rank": 2}],
+        1: [{"cause": "dropped_by_fusion", "vector_rank": None, "bm25_rank": 4}],
+    }
+    run = _run(
+        MAIN, causes={0: "dropped_by_fusion", 1: "dropped_by_fusion"}, attribution=attribution
+    )
+    d = _card(run=run).dimension("recall5")
+    assert d.next_experiment["overrides"] == {"fusion.bm25_weight": 2.0}
+
+
+def test_engineering_stale_index_unknown_signature_and_errors():
+    stats = {
+        "freshness": {"new": 1, "changed": 0, "deleted": 0, "fresh": False},
+        "index": {"rows": 20},
+    }
+    d = _card(run=_run(MAIN, errors=(0,)), engine_stats=stats).dimension("engineering")
+    # 50*(1 - 10*1/20) + 0 (signature not reported) + 20*max(0, 1 - 10*1/5)
+    assert d.score == pytest.approx(25.0)
+    assert d.evidence["stale_nodes"] == 1 and d.evidence["signature_match"] is None
+    assert "wikirag index" in d.action
+
+
+def test_engineering_evidence_reads_engine_stats_shape():
+    ev = engineering_evidence(FRESH)
+    assert ev == {"fresh": True, "stale_nodes": 0, "indexed_nodes": 6, "signature_match": True}
+    assert engineering_evidence({})["fresh"] is None
+
+
+def test_chunking_evidence_counts():
+    ev = chunking_evidence(_kb())
+    assert ev["chapters"] == 4 and ev["documents"] == 2
+    assert ev["short_share"] == round(1 / 3, 4) and ev["no_h2_share"] == 0.5
+    assert ev["max_depth"] == 2
+
+
+def test_architecture_all_on_scores_100():
+    cfg = EngineConfig().with_overrides(
+        {
+            "rerank.provider": "onnx-cross-encoder",
+            "injection.enabled": True,
+            "index.use_summaries": True,
+        }
+    )
+    d = _card(run=_run(MAIN, rerank=True, cfg=cfg)).dimension("architecture")
+    assert d.score == 100.0 and d.next_experiment is None
+
+
+def test_to_dict_and_markdown():
+    card = _card()
+    data = card.to_dict()
+    assert [d["key"] for d in data["dimensions"]] == list(WEIGHTS)
+    assert data["grade"] == "C" and len(data["weaknesses"]) == 3
+    md = card.to_markdown()
+    assert "grade C" in md and "wikirag experiment try --set" in md
+    assert "Evidence and formulas" in md

@@ -1,0 +1,65 @@
+"""`wikirag scorecard`: nine weighted dimensions -> 0-100, a grade and the top weaknesses."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from engine.errors import EngineError
+from workbench.commands.common import (
+    add_workspace_args,
+    effective_config,
+    info,
+    print_json,
+    workspace,
+)
+from workbench.context import Workspace
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("scorecard", help="score the engine on 9 weighted dimensions (0-100)")
+    add_workspace_args(p, dataset=True)
+    p.add_argument(
+        "--run",
+        metavar="ID",
+        default=None,
+        help="score a saved run (file stem under experiments/<kb>/runs/); "
+        "default: evaluate now with the effective config",
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+    p.set_defaults(func=run)
+
+
+def load_run_by_id(ws: Workspace, run_id: str) -> dict[str, Any]:
+    """The run record ``experiments/<kb>/runs/<ID>.json``; a clear error when absent."""
+    from workbench.evaluate import list_runs, load_run_record
+
+    path = Path(ws.runs_dir) / f"{Path(run_id).stem}.json"
+    if not path.is_file():
+        known = ", ".join(p.stem for p in list_runs(ws.runs_dir)[:5]) or "none"
+        raise EngineError(
+            f"no run record {path}; latest runs: {known} (run `wikirag eval` to make one)"
+        )
+    return load_run_record(path)
+
+
+def run(args: argparse.Namespace) -> int:
+    from workbench.report import run_from_record
+    from workbench.scorecard import compute_scorecard
+
+    ws = workspace(args)
+    cfg = effective_config(args, ws)
+    ev_run = None
+    if args.run:
+        ev_run = run_from_record(load_run_by_id(ws, args.run))
+        cfg = ev_run.config
+    card = compute_scorecard(
+        ws, cfg, run=ev_run, progress=lambda i, n, what: info(f"[{i}/{n}] {what}")
+    )
+    if args.json:
+        print_json(card.to_dict())
+    else:
+        sys.stdout.write(card.to_markdown())
+    return 0
