@@ -1,0 +1,353 @@
+"""Compare 2-4 engine configs on one golden set: metrics, deltas, paired statistics, queries.
+
+Every config is evaluated through the cached evaluator, so after the first run a
+comparison of fusion/rerank/injection settings re-scores cached candidates. The first
+config is the reference: deltas, confidence intervals and wins/losses are "other - first".
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.config import EngineConfig, parse_override
+from engine.errors import ConfigError, EngineError
+from workbench.evaluate import EvalRun, QueryResult
+from workbench.golden import GoldenSet
+from workbench.stats import PairedComparison, compare_paired
+
+TABLE_MEASURES = (
+    "recall@5",
+    "recall@10",
+    "precision@5",
+    "precision@10",
+    "hit@5",
+    "hit@10",
+    "ndcg@5",
+    "ndcg@10",
+    "mrr",
+)
+LATENCY = ("latency_p50", "latency_p95")
+TESTED = ("recall@5", "mrr", "ndcg@10")
+CHANGED_N = 10
+EPS = 1e-9
+
+# "x+fusion.k=30,rerank.weight=0.5": split at commas that start another KEY=
+_NEXT_OVERRIDE = re.compile(r",(?=\s*[A-Za-z_][\w]*\.[\w]+\s*=)")
+_OVERRIDES_START = re.compile(r"\+(?=\s*[A-Za-z_]\w*\.\w+\s*=)")
+_VERSION = re.compile(r"v(\d+)")
+
+
+def parse_config_spec(spec: str, ws: Any) -> tuple[str, EngineConfig]:
+    """(label, config) for a CLI CONFIG: a YAML path, ``baseline``, ``defaults``, ``vN``,
+    or any of those followed by ``+key=value,key2=value``."""
+    from workbench.experiments import ExperimentStore
+
+    text = spec.strip()
+    m = _OVERRIDES_START.search(text)  # a '+' inside a file name is not a separator
+    base, rest = (text[: m.start()], text[m.end() :]) if m else (text, "")
+    base = base.strip()
+    store = ExperimentStore(ws.experiments)
+    if base == "baseline":
+        cfg = store.baseline_config()
+    elif base == "defaults":
+        cfg = EngineConfig()
+    elif v := _VERSION.fullmatch(base):
+        path = store.versions / f"v{v.group(1)}.yaml"
+        if not path.is_file():
+            known = ", ".join(f"v{v['version']}" for v in store.accepted_versions()) or "none"
+            raise EngineError(
+                f"no accepted baseline version {base}; known versions: {known} "
+                "(see `wikirag experiment versions`)"
+            )
+        cfg = EngineConfig.load(path)
+    elif Path(base).is_file():
+        cfg = EngineConfig.load(base)
+    else:
+        raise ConfigError(
+            f"config {base!r} is not a file, `baseline`, `defaults` or `vN`; "
+            "e.g. `baseline+fusion.k=30`"
+        )
+    if rest.strip():
+        overrides = dict(parse_override(p.strip()) for p in _NEXT_OVERRIDE.split(rest))
+        cfg = cfg.with_overrides(overrides)
+    return text, cfg
+
+
+def first_relevant_rank(r: QueryResult) -> int | None:
+    """1-based rank of the first relevant chapter in the ranking, None if absent."""
+    rel = set(r.item.relevant)
+    return next((i for i, x in enumerate(r.ranked, 1) if x.node_id in rel), None)
+
+
+@dataclass(frozen=True)
+class ChangedQuery:
+    id: str
+    query: str
+    recall5_before: float
+    recall5_after: float
+    mrr_before: float
+    mrr_after: float
+    rank_before: int | None
+    rank_after: int | None
+
+    @property
+    def delta_recall5(self) -> float:
+        return self.recall5_after - self.recall5_before
+
+    @property
+    def delta_mrr(self) -> float:
+        return self.mrr_after - self.mrr_before
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "query": self.query,
+            "recall@5": [self.recall5_before, self.recall5_after],
+            "mrr": [self.mrr_before, self.mrr_after],
+            "delta_recall@5": self.delta_recall5,
+            "delta_mrr": self.delta_mrr,
+            "first_relevant_rank": [self.rank_before, self.rank_after],
+        }
+
+
+@dataclass(frozen=True)
+class Comparison:
+    labels: tuple[str, ...]
+    config_hashes: tuple[str, ...]
+    modes: tuple[str, ...]
+    split: str
+    dataset: str
+    metrics: tuple[dict[str, float], ...]  # per config: TABLE_MEASURES + latency
+    stats: tuple[dict[str, PairedComparison], ...]  # per other config (index i -> config i+1)
+    changed: tuple[tuple[ChangedQuery, ...], ...]  # per other config
+    diffs: tuple[dict[str, tuple[Any, Any]], ...]  # config changes vs the first, per other
+    queries: int
+
+    def delta(self, i: int, measure: str) -> float:
+        return self.metrics[i].get(measure, 0.0) - self.metrics[0].get(measure, 0.0)
+
+    def wins_losses_ties(self, i: int, measure: str = "recall@5") -> tuple[int, int, int]:
+        c = self.stats[i - 1][measure]
+        return c.wins, c.losses, c.ties
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "labels": list(self.labels),
+            "config_hashes": list(self.config_hashes),
+            "modes": list(self.modes),
+            "split": self.split,
+            "dataset": self.dataset,
+            "queries": self.queries,
+            "configs": [
+                {
+                    "label": lab,
+                    "config_hash": h,
+                    "mode": m,
+                    "metrics": met,
+                    "deltas": {k: self.delta(i, k) for k in met} if i else {},
+                    "changes": {k: list(v) for k, v in self.diffs[i - 1].items()} if i else {},
+                    "stats": {k: v.to_dict() for k, v in self.stats[i - 1].items()} if i else {},
+                    "changed_queries": [c.to_dict() for c in self.changed[i - 1]] if i else [],
+                }
+                for i, (lab, h, m, met) in enumerate(
+                    zip(self.labels, self.config_hashes, self.modes, self.metrics, strict=True)
+                )
+            ],
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False, indent=2)
+
+    def to_markdown(self) -> str:
+        return comparison_markdown(self)
+
+
+def _metrics(run: EvalRun, mode: str) -> dict[str, float]:
+    means = run.means(mode)
+    out = {m: float(means.get(m, 0.0)) for m in TABLE_MEASURES}
+    lat = run.latency(mode)
+    out["latency_p50"], out["latency_p95"] = float(lat["p50"]), float(lat["p95"])
+    return out
+
+
+def _changed(base: EvalRun, bmode: str, other: EvalRun, omode: str, n: int) -> list[ChangedQuery]:
+    before = {r.item.id: r for r in base.for_mode(bmode)}
+    out = []
+    for r in other.for_mode(omode):
+        b = before.get(r.item.id)
+        if b is None:
+            continue
+        c = ChangedQuery(
+            r.item.id,
+            r.item.query,
+            b.metrics.get("recall@5", 0.0),
+            r.metrics.get("recall@5", 0.0),
+            b.metrics.get("mrr", 0.0),
+            r.metrics.get("mrr", 0.0),
+            first_relevant_rank(b),
+            first_relevant_rank(r),
+        )
+        if abs(c.delta_recall5) > EPS or abs(c.delta_mrr) > EPS:
+            out.append(c)
+    out.sort(key=lambda c: (-abs(c.delta_recall5), -abs(c.delta_mrr), c.id))
+    return out[:n]
+
+
+def compare_runs(
+    runs: Sequence[tuple[str, EvalRun]],
+    *,
+    modes: Sequence[str] | None = None,
+    changed_n: int = CHANGED_N,
+) -> Comparison:
+    """Compare evaluated runs (pure). ``modes``: the mode to read from each run (default:
+    each run's first mode). Queries are paired by id; only shared ids are tested."""
+    if not 2 <= len(runs) <= 4:
+        raise ValueError(f"compare needs 2 to 4 configs; got {len(runs)}")
+    modes = list(modes or [r.modes[0] for _, r in runs])
+    base = runs[0][1]
+    per_query = [r.per_query(m) for (_, r), m in zip(runs, modes, strict=True)]
+    stats, changed, diffs = [], [], []
+    for i in range(1, len(runs)):
+        stats.append({m: compare_paired(per_query[0], per_query[i], m) for m in TESTED})
+        changed.append(tuple(_changed(base, modes[0], runs[i][1], modes[i], changed_n)))
+        diffs.append(base.config.diff(runs[i][1].config))
+    return Comparison(
+        labels=tuple(lab for lab, _ in runs),
+        config_hashes=tuple(r.config.hash for _, r in runs),
+        modes=tuple(modes),
+        split=base.split,
+        dataset=base.dataset_name,
+        metrics=tuple(_metrics(r, m) for (_, r), m in zip(runs, modes, strict=True)),
+        stats=tuple(stats),
+        changed=tuple(changed),
+        diffs=tuple(diffs),
+        queries=len(per_query[0]),
+    )
+
+
+def compare_configs(
+    ws: Any,
+    configs: Sequence[tuple[str, EngineConfig]],
+    gs: GoldenSet,
+    split: str = "all",
+    mode: str | None = None,
+    *,
+    evaluator_for: Callable[[EngineConfig], Any] | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
+) -> Comparison:
+    """Evaluate each config (cached re-scoring) on ``gs`` and compare them."""
+    if not 2 <= len(configs) <= 4:
+        raise ValueError(f"compare needs 2 to 4 configs; got {len(configs)}")
+    if evaluator_for is None:
+        from workbench.engines import evaluator
+
+        def evaluator_for(c: EngineConfig) -> Any:
+            return evaluator(ws, c)
+
+    runs, modes = [], []
+    ev = None
+    for n, (label, cfg) in enumerate(configs):
+        if progress:
+            progress(n, len(configs), label)
+        m = mode or cfg.search.mode
+        ev = evaluator_for(cfg)
+        runs.append((label, ev.run(gs, cfg, modes=[m], split=split)))
+        modes.append(m)
+    if ev is not None and hasattr(getattr(ev, "cache", None), "save"):
+        ev.cache.save()
+    if progress:
+        progress(len(configs), len(configs), "done")
+    return compare_runs(runs, modes=modes)
+
+
+def _cell(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _rank(r: int | None) -> str:
+    return "-" if r is None else str(r)
+
+
+def comparison_markdown(c: Comparison) -> str:
+    labels = [_cell(lab) for lab in c.labels]
+    out = [
+        f"# Compare: {' vs '.join(labels)}",
+        "",
+        f"Dataset {_cell(c.dataset)}, split {c.split}, {c.queries} queries. "
+        f"Deltas are against `{labels[0]}`.",
+        "",
+        "| measure | " + " | ".join(labels) + " |",
+        "|---|" + "---:|" * len(labels),
+    ]
+    for m in (*TABLE_MEASURES, *LATENCY):
+        cells = []
+        for i, met in enumerate(c.metrics):
+            v = met.get(m, 0.0)
+            fmt = "{:.1f}" if m in LATENCY else "{:.3f}"
+            cell = fmt.format(v)
+            if i:
+                d = c.delta(i, m)
+                cell += f" ({d:+.1f})" if m in LATENCY else f" ({d:+.3f})"
+            cells.append(cell)
+        out.append(f"| {m} | " + " | ".join(cells) + " |")
+    for i in range(1, len(c.labels)):
+        out += ["", f"## {labels[i]} vs {labels[0]}", ""]
+        change = "; ".join(f"`{k}`: {a!r} → {b!r}" for k, (a, b) in c.diffs[i - 1].items())
+        out.append(f"Config changes: {change or '(none)'}")
+        out += [
+            "",
+            "| measure | delta | 95% CI | p | wins/losses/ties |",
+            "|---|---:|---|---:|---|",
+        ]
+        for m, s in c.stats[i - 1].items():
+            sig = " *" if s.significant else ""
+            out.append(
+                f"| {m} | {s.delta:+.3f}{sig} | [{s.ci_low:+.3f}, {s.ci_high:+.3f}] | "
+                f"{s.p_value:.3f} | {s.wins}/{s.losses}/{s.ties} |"
+            )
+        ch = c.changed[i - 1]
+        out += ["", "Queries that changed most (first relevant rank before → after):", ""]
+        if not ch:
+            out.append("No query changed.")
+            continue
+        out += [
+            "| id | query | recall@5 | mrr | first relevant rank |",
+            "|---|---|---|---|---|",
+        ]
+        for q in ch:
+            out.append(
+                f"| {_cell(q.id)} | {_cell(q.query)} | {q.recall5_before:.2f} → "
+                f"{q.recall5_after:.2f} | {q.mrr_before:.2f} → {q.mrr_after:.2f} | "
+                f"{_rank(q.rank_before)} → {_rank(q.rank_after)} |"
+            )
+    out += ["", "`*`: randomization test p < 0.05 (paired over queries)."]
+    return "\n".join(out) + "\n"
+
+
+def comparison_figures(c: Comparison) -> list[Any]:
+    """Plotly figures: headline metrics per config, and wins/losses/ties per config."""
+    import plotly.graph_objects as go
+
+    measures = ("recall@5", "mrr", "hit@5", "ndcg@10")
+    bars = go.Figure(
+        [
+            go.Bar(name=lab, x=list(measures), y=[met[m] for m in measures])
+            for lab, met in zip(c.labels, c.metrics, strict=True)
+        ]
+    )
+    bars.update_layout(barmode="group", title="Headline metrics", yaxis_range=[0, 1])
+    wlt = go.Figure()
+    others = list(c.labels[1:])
+    for name, idx in (("wins", 0), ("losses", 1), ("ties", 2)):
+        wlt.add_bar(
+            name=name,
+            x=others,
+            y=[c.wins_losses_ties(i)[idx] for i in range(1, len(c.labels))],
+        )
+    wlt.update_layout(barmode="stack", title=f"Recall@5 per query vs {c.labels[0]}")
+    return [bars, wlt]
