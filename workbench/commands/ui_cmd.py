@@ -1,0 +1,60 @@
+"""`wikirag ui`: open the Streamlit workbench on 127.0.0.1."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from engine.errors import EngineError
+
+APP = Path(__file__).resolve().parent.parent / "ui" / "app.py"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("ui", help="open the workbench in the browser (Streamlit, 127.0.0.1)")
+    p.add_argument("--kb", default="wiki", help="knowledge base folder (default: wiki)")
+    p.add_argument("--index", default=None, help="index folder (default: .wikirag/<kb>)")
+    p.add_argument("--config", default=None, help="engine config YAML (default: the baseline)")
+    p.add_argument("--dataset", default=None, help="golden set (default: datasets/<kb>.yaml)")
+    p.add_argument("--experiments", default=None, help="experiments root (default: experiments)")
+    p.add_argument("--port", type=int, default=8501, help="port on 127.0.0.1 (default 8501)")
+    p.set_defaults(func=run)
+
+
+def streamlit_argv(args: argparse.Namespace) -> list[str]:
+    """The full `streamlit run` command line; app options go after `--`."""
+    argv = [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(APP),
+        "--server.address",
+        "127.0.0.1",
+        "--server.port",
+        str(args.port),
+        "--server.headless",
+        "true",
+        "--browser.gatherUsageStats",
+        "false",
+        "--",
+        "--kb",
+        str(args.kb),
+    ]
+    for name in ("index", "config", "dataset", "experiments"):
+        value = getattr(args, name, None)
+        if value:
+            argv += [f"--{name}", str(value)]
+    return argv
+
+
+def run(args: argparse.Namespace) -> int:
+    if not Path(args.kb).is_dir():
+        raise EngineError(f"knowledge base folder {args.kb} not found; pass --kb DIR")
+    argv = streamlit_argv(args)
+    sys.stderr.write(f"WikiRAG Workbench on http://127.0.0.1:{args.port}  (Ctrl+C to stop)\n")
+    sys.stderr.flush()
+    os.execv(argv[0], argv)  # replaces this process: Ctrl+C goes straight to Streamlit
+    return 0  # pragma: no cover

@@ -1,0 +1,1 @@
+"""The Streamlit workbench: thin pages over the Streamlit-free core in workbench/ and engine/."""

@@ -1,0 +1,38 @@
+"""WikiRAG Workbench: `wikirag ui` runs this with `streamlit run`.
+
+Where it looks: `-- --kb DIR --index DIR --dataset FILE --experiments DIR --config FILE`
+after the script name, else the WIKIRAG_KB / WIKIRAG_INDEX / WIKIRAG_DATASET /
+WIKIRAG_EXPERIMENTS / WIKIRAG_CONFIG env vars, else wiki, .wikirag/<kb>, datasets/<kb>.yaml.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from workbench.ui import components, resources
+
+st.set_page_config(page_title="WikiRAG Workbench", page_icon=":material/hub:", layout="wide")
+
+PAGES = [
+    st.Page("pages/overview.py", title="Overview", icon=":material/dashboard:", default=True),
+    st.Page("pages/knowledge_base.py", title="Knowledge base", icon=":material/account_tree:"),
+    st.Page("pages/golden_set.py", title="Golden set", icon=":material/fact_check:"),
+    st.Page("pages/evaluate.py", title="Evaluate", icon=":material/speed:"),
+    st.Page("pages/compare.py", title="Compare & sweep", icon=":material/compare_arrows:"),
+    st.Page("pages/experiments.py", title="Experiments", icon=":material/science:"),
+    st.Page("pages/scorecard.py", title="Scorecard", icon=":material/grade:"),
+    st.Page("pages/chat.py", title="Chat", icon=":material/forum:"),
+    st.Page("pages/reports.py", title="Reports", icon=":material/description:"),
+]
+
+page = st.navigation(PAGES)
+try:
+    ws = resources.workspace()
+except Exception as exc:  # e.g. the KB folder does not exist
+    st.title("WikiRAG Workbench")
+    st.error(str(exc))
+    st.caption("Start it with `wikirag ui --kb DIR` pointing at a folder of Markdown files.")
+    st.stop()
+with components.guarded("the sidebar"):
+    components.sidebar(ws)
+page.run()

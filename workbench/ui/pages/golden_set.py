@@ -1,0 +1,227 @@
+"""Golden set: edit queries and labels, pick chapters, fix drift, pool candidates, save safely."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pandas as pd
+import streamlit as st
+
+from workbench import golden
+from workbench.pooling import pool_candidates
+from workbench.ui import components as ui
+from workbench.ui import resources, state
+
+st.title("Golden set")
+if msg := state.flash():
+    st.success(msg)
+
+with ui.guarded("Golden set"):
+    ws = resources.workspace()
+    label, cfg = ui.current_config(ws)
+    kb = resources.kb(ws)
+    saved = resources.golden_set(ws)
+    state.restore_golden_working()
+    draft = state.golden_draft()
+    stale = saved is not None and draft is not None and draft.sha256 != saved.sha256
+    if draft is None or (stale and not state.golden_dirty()):  # reload what changed on disk
+        draft = saved or golden.GoldenSet(name=ws.name, items=(), path=ws.dataset)
+        state.set_golden_draft(draft, dirty=False)
+    if saved is None:
+        st.info(
+            f"No golden set at `{ws.dataset}` yet. Add queries below (type in the last row of "
+            "the table, or use “New query”); saving creates the file."
+        )
+
+    st.caption(
+        f"`{ws.dataset}` · {len(draft.items)} queries · one row per query; relevant chapter ids "
+        f"separated by `{ui.SEP.strip()}`"
+    )
+    edited = st.data_editor(
+        ui.golden_frame(draft),
+        key=f"golden_editor_{state.golden_editor_version()}",
+        num_rows="dynamic",
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "id": st.column_config.TextColumn(width="small"),
+            "query": st.column_config.TextColumn(width="large", required=True),
+            "relevant": st.column_config.TextColumn(width="large"),
+            "difficulty": st.column_config.SelectboxColumn(
+                options=list(golden.DIFFICULTIES), default="medium"
+            ),
+            "split": st.column_config.SelectboxColumn(options=list(golden.SPLITS)),
+            "unanswerable": st.column_config.CheckboxColumn(default=False),
+        },
+    )
+    working = ui.frame_golden(edited, draft)
+    if working.content_hash != draft.content_hash:
+        state.keep_golden_working(working)
+    dirty = state.golden_dirty()
+
+    issues = golden.validate(working, kb)
+    errors = [i for i in issues if i.level == "error"]
+    warnings = [i for i in issues if i.level == "warning"]
+    for issue in errors:
+        st.error(str(issue))
+    if warnings:
+        with st.expander(f"{len(warnings)} coverage warnings"):
+            for issue in warnings:
+                st.warning(str(issue))
+    if not errors:
+        st.caption(":green-badge[valid] no errors")
+
+    save_col, new_col = st.columns([1, 2])
+    with save_col:
+        st.markdown(":orange-badge[unsaved changes]" if dirty else ":green-badge[saved]")
+        if st.button("Save golden set", key="golden_save", type="primary", disabled=not dirty):
+            try:
+                new = golden.save(working)
+            except golden.ConflictError as exc:
+                state.set_golden_conflict(str(exc))
+                state.set_golden_draft(working, dirty=True)
+            else:
+                state.set_golden_conflict(None)
+                state.set_golden_draft(new, dirty=False)
+                resources.clear_data()
+                state.flash(f"Saved {len(new.items)} queries to {new.path}")
+            st.rerun()
+    conflict = state.golden_conflict()
+    if conflict:
+        st.error(conflict)
+        st.caption("Your edits are kept on this page until you choose.")
+        a, b = st.columns(2)
+        if a.button("Reload from disk (discard my edits)", key="golden_reload"):
+            resources.clear_data()
+            state.set_golden_conflict(None)
+            state.set_golden_draft(golden.load(ws.dataset), dirty=False)
+            st.rerun()
+        if b.button("Overwrite the file with my edits", key="golden_overwrite"):
+            new = golden.save(working, force=True)
+            state.set_golden_conflict(None)
+            state.set_golden_draft(new, dirty=False)
+            resources.clear_data()
+            state.flash(f"Overwrote {new.path} with {len(new.items)} queries")
+            st.rerun()
+    with new_col, st.form("golden_new", clear_on_submit=True, border=False):
+        q = st.text_input("New query", key="golden_new_query", placeholder="例如：MCP 网关做什么？")
+        if st.form_submit_button("Add query") and q.strip():
+            item = golden.GoldenItem(id=golden.next_id(working), query=q.strip())
+            item = replace(item, split=golden.default_split(item.id))
+            state.set_golden_draft(golden.with_item(working, item), dirty=True)
+            st.rerun()
+
+    st.subheader("Label relevant chapters")
+    ids = [it.id for it in working.items]
+    if not ids:
+        st.caption("Add a query first.")
+    else:
+        target_id = st.selectbox(
+            "Query to label",
+            ids,
+            key="golden_target",
+            format_func=lambda i: f"{i} · {working.get(i).query if working.get(i) else ''}",
+        )
+        target = working.get(target_id)
+        st.caption(
+            "Relevant now: "
+            + (", ".join(f"`{r}`" for r in target.relevant) if target.relevant else "none")
+        )
+
+        def add_relevant(node_id: str) -> None:
+            rel = tuple(dict.fromkeys([*target.relevant, node_id]))
+            changed = replace(target, relevant=rel, unanswerable=False)
+            state.set_golden_draft(golden.with_item(working, changed), dirty=True)
+            state.flash(f"{node_id} added to {target.id}")
+
+        tree_tab, search_tab = st.tabs(["From the tree", "From search results"])
+        with tree_tab:
+            needle = st.text_input("Filter chapters", key="golden_tree_filter").strip().lower()
+            options = [
+                n.node_id
+                for n in kb.nodes.values()
+                if n.level > 0 and (not needle or needle in " ".join(n.breadcrumb).lower())
+            ]
+            pick = st.selectbox(
+                "Chapter",
+                options,
+                key="golden_tree_pick",
+                format_func=lambda nid: ui.breadcrumb(kb.nodes[nid].breadcrumb),
+            )
+            if st.button("Add to relevant", key="golden_add_tree", disabled=pick is None):
+                add_relevant(pick)
+                st.rerun()
+        with search_tab, ui.guarded("Search"):
+            if not target.query:
+                st.caption("The query is empty.")
+            else:
+                resp = resources.engine(ws, cfg).search(target.query, top_k=10)
+                for i, r in enumerate(resp.results, 1):
+                    c1, c2 = st.columns([5, 1])
+                    mark = " ✅" if r.node_id in target.relevant else ""
+                    c1.markdown(f"{i}. **{ui.breadcrumb(r.breadcrumb)}** ({r.score:.3f}){mark}")
+                    if c2.button("Add", key=f"golden_add_hit_{i}", disabled=bool(mark)):
+                        add_relevant(r.node_id)
+                        st.rerun()
+
+    st.subheader("Drift: labels that no longer exist")
+    drift = golden.drift_report(working, kb)
+    if not drift:
+        st.caption("Every relevant id exists in the KB.")
+    else:
+        mapping = {}
+        for d in drift:
+            choice = st.selectbox(
+                f"{d.item_id}: `{d.stale_id}` →",
+                [*d.suggestions, "(leave as is)"],
+                key=f"golden_drift_{d.item_id}_{d.stale_id}",
+            )
+            if choice != "(leave as is)":
+                mapping[d.stale_id] = choice
+        if st.button(f"Remap {len(mapping)} ids", key="golden_remap", disabled=not mapping):
+            state.set_golden_draft(golden.remap(working, mapping), dirty=True)
+            state.flash(f"Remapped {len(mapping)} stale ids; review and save")
+            st.rerun()
+
+    st.subheader("Candidate pooling")
+    st.caption(
+        "Chapters that at least two of hybrid / keyword / vector rank in their top 5 for a "
+        "query, but that nobody labelled: review, tick and add."
+    )
+    if st.button("Pool candidates", key="golden_pool_run"):
+        ev = resources.evaluator(ws, cfg)
+        progress, bar = ui.progress_callback("Ranking")
+        run = ev.run(
+            working, cfg, modes=("hybrid", "keyword", "vector"), rerank=False, progress=progress
+        )
+        bar.empty()
+        state.set_golden_pool([c.to_dict() for c in pool_candidates([(label, run)])])
+    pool = state.golden_pool()
+    if pool is not None:
+        if not pool:
+            st.success("No unlabelled chapter is ranked high by two systems.")
+        else:
+            df = pd.DataFrame(pool)
+            df.insert(0, "add", False)
+            df["chapter"] = [
+                ui.breadcrumb(kb.nodes[n].breadcrumb) if n in kb.nodes else n for n in df["node_id"]
+            ]
+            picked = st.data_editor(
+                df[["add", "item_id", "query", "chapter", "votes", "best_rank", "node_id"]],
+                key="golden_pool_table",
+                hide_index=True,
+                disabled=["item_id", "query", "chapter", "votes", "best_rank", "node_id"],
+            )
+            chosen = picked[picked["add"]]
+            if st.button(
+                f"Add {len(chosen)} to relevant", key="golden_pool_add", disabled=chosen.empty
+            ):
+                gs = working
+                for row in chosen.to_dict("records"):
+                    it = gs.get(row["item_id"])
+                    if it is not None and len(it.relevant) < 4:
+                        rel = tuple(dict.fromkeys([*it.relevant, row["node_id"]]))
+                        gs = golden.with_item(gs, replace(it, relevant=rel))
+                state.set_golden_draft(gs, dirty=True)
+                state.set_golden_pool(None)
+                st.rerun()

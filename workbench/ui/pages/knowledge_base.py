@@ -1,0 +1,166 @@
+"""Knowledge base: the chapter tree (filterable), one chapter, and search with every knob."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from engine.config import field_spec
+from workbench.ui import components as ui
+from workbench.ui import resources, state
+
+st.title("Knowledge base")
+
+with ui.guarded("Knowledge base"):
+    ws = resources.workspace()
+    label, cfg = ui.current_config(ws)
+    kb = resources.kb(ws)
+    if not kb.nodes:
+        ui.empty_state(f"`{ws.kb}` holds no Markdown files yet: add `.md` files and reload.")
+        st.stop()
+
+    tree_col, view_col = st.columns([2, 3])
+    with tree_col:
+        st.subheader("Chapter tree")
+        needle = st.text_input(
+            "Filter chapters", key="kb_filter", placeholder="title, path or id (中文 OK)"
+        ).strip()
+        rows = [
+            {
+                "chapter": "\u2003" * n.level + (n.title or n.doc_id),
+                "node_id": n.node_id,
+                "file": f"{n.file_path}:{n.line}",
+                "category": n.category,
+            }
+            for n in kb.nodes.values()
+            if not needle
+            or needle.lower() in " ".join([*n.breadcrumb, n.node_id, n.file_path]).lower()
+        ]
+        st.caption(f"{len(rows)} of {len(kb.nodes)} nodes")
+        table = st.dataframe(
+            pd.DataFrame(rows, columns=["chapter", "node_id", "file", "category"]),
+            hide_index=True,
+            height=420,
+            on_select="rerun",
+            selection_mode="single-row",
+            column_config={"node_id": None},
+            key="kb_tree",
+        )
+        picked = table.selection.rows if table is not None and table.selection else []
+        if picked and state.changed("kb_tree_pick", rows[picked[0]]["node_id"]):
+            state.set_selected_node(rows[picked[0]]["node_id"])
+
+    with view_col:
+        ids = [r["node_id"] for r in rows] or list(kb.nodes)
+        current = state.selected_node()
+        if current not in kb.nodes:
+            current = ids[0]
+        choice = st.selectbox(
+            "Chapter",
+            ids if current in ids else [current, *ids],
+            index=(ids if current in ids else [current, *ids]).index(current),
+            format_func=lambda nid: ui.breadcrumb(kb.nodes[nid].breadcrumb),
+            key=f"kb_node_{current}",
+        )
+        if choice != current:
+            state.set_selected_node(choice)
+            current = choice
+        node = kb.nodes[current]
+        st.markdown(f"**{ui.breadcrumb(node.breadcrumb)}**")
+        meta = [f"`{node.file_path}` line {node.line}", f"id `{node.node_id}`"]
+        meta += [
+            f"{k} `{v}`"
+            for k, v in (
+                ("type", node.doc_type),
+                ("priority", node.priority),
+                ("category", node.category),
+            )
+            if v
+        ]
+        st.caption(" · ".join(meta))
+        if node.keywords:
+            st.caption("keywords: " + ", ".join(node.keywords))
+        with st.container(border=True, height=380):
+            st.markdown(node.content or "_(this node has no text of its own)_")
+        kids = kb.children(node.node_id)
+        if kids:
+            st.caption("Children: " + " · ".join(k.title for k in kids))
+
+    st.divider()
+    st.subheader("Search")
+    with st.form("kb_search_form"):
+        query = st.text_input("Query", key="kb_query", placeholder="例如：父子块检索怎么展开？")
+        c = st.columns(4)
+        modes = field_spec("search.mode")["choices"]
+        mode = c[0].selectbox("Mode", modes, index=modes.index(cfg.search.mode), key="kb_mode")
+        top_k = c[1].number_input("Top K", 1, 100, cfg.search.top_k, key="kb_top_k")
+        expands = field_spec("search.expand")["choices"]
+        expand = c[2].selectbox(
+            "Expand", expands, index=expands.index(cfg.search.expand), key="kb_expand"
+        )
+        rerank = c[3].checkbox(
+            "Rerank",
+            value=cfg.rerank.provider != "none",
+            key="kb_rerank",
+            help=f"rerank.provider is `{cfg.rerank.provider}` in this config",
+        )
+        f = st.columns(4)
+        nodes = list(kb.nodes.values())
+        filters = {
+            "category": f[0].multiselect(
+                "Category", sorted({n.category for n in nodes if n.category}), key="kb_f_cat"
+            ),
+            "priority": f[1].multiselect(
+                "Priority", sorted({n.priority for n in nodes if n.priority}), key="kb_f_pri"
+            ),
+            "doc_type": f[2].multiselect(
+                "Type", sorted({n.doc_type for n in nodes if n.doc_type}), key="kb_f_type"
+            ),
+            "keywords": f[3].multiselect(
+                "Keywords", sorted({k for n in nodes for k in n.keywords}), key="kb_f_kw"
+            ),
+        }
+        submitted = st.form_submit_button("Search", type="primary")
+    if submitted and query.strip():
+        eng = resources.engine(ws, cfg)
+        resp = eng.search(
+            query,
+            top_k=int(top_k),
+            mode=mode,
+            rerank=rerank,
+            filters={k: v for k, v in filters.items() if v} or None,
+            expand=expand,
+        )
+        state.set_search_response(resp)
+    elif submitted:
+        st.warning("Type a query first.")
+    resp = state.search_response()
+    if resp is not None:
+        for w in resp.warnings:
+            st.warning(w)
+        st.caption(
+            f"{resp.total} results in {resp.took_ms:.1f} ms · config `{resp.config_hash}`"
+            + (f" · expansion: {', '.join(resp.expansion_terms)}" if resp.expansion_terms else "")
+        )
+        t = st.columns(max(1, len(resp.timings)))
+        for col, (stage, ms) in zip(t, resp.timings.items(), strict=False):
+            col.metric(stage, f"{ms:.1f} ms")
+        if not resp.results:
+            st.info("Nothing matched: loosen the filters, or try keyword mode for exact terms.")
+        for i, r in enumerate(resp.results, 1):
+            rs = r.rank_source
+            ranks = " · ".join(f"{k} #{v}" for k, v in rs.items() if v is not None) or "injected"
+            with st.expander(f"{i}. {r.title} — {r.score:.4f}  ({ranks})"):
+                st.caption(
+                    f"{ui.breadcrumb(r.breadcrumb)} · `{r.metadata.get('file_path')}` "
+                    f"line {r.metadata.get('line')}"
+                )
+                st.markdown(r.summary or r.content[:400])
+                if r.expanded:
+                    st.caption(
+                        "expanded: "
+                        + ", ".join(f"{e.get('title')} ({e.get('relation')})" for e in r.expanded)
+                    )
+                if st.button("Show this chapter", key=f"kb_open_{i}"):
+                    state.set_selected_node(r.node_id)
+                    st.rerun()

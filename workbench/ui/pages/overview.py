@@ -1,0 +1,119 @@
+"""Overview: the KB, the index, the latest run, the scorecard grade and what to do next."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from workbench.evaluate import run_record_means
+from workbench.experiments import ExperimentStore, trajectory
+from workbench.ui import components as ui
+from workbench.ui import resources, state
+
+st.title("Overview")
+if msg := state.flash():
+    st.success(msg)
+
+with ui.guarded("Overview"):
+    ws = resources.workspace()
+    label, cfg = ui.current_config(ws)
+    kb = resources.kb(ws)
+    stats = kb.stats()
+    status = resources.index_status(ws, cfg)
+    gs = resources.golden_set(ws)
+    runs = resources.run_paths(ws)
+    store = ExperimentStore(ws.experiments)
+
+    c = st.columns(5)
+    c[0].metric("Documents", stats["totalDocuments"])
+    c[1].metric("Chapters", stats["totalChapters"])
+    c[2].metric("Max depth", stats["maxDepth"])
+    c[3].metric("Golden queries", len(gs.items) if gs else 0)
+    c[4].metric("Saved runs", len(runs))
+    st.markdown(
+        f"{ui.freshness_badge(status)} · config **{label}** `{cfg.hash}` · "
+        + (
+            f"embedder `{status['embedder'].get('provider')}/{status['embedder'].get('model') or '-'}`"
+            f" ({status['embedder'].get('dims')} dims), built {status['updated_at'][:19]}"
+            if status.get("exists")
+            else "no index yet"
+        )
+    )
+    if kb.problems:
+        with st.expander(f"{len(kb.problems)} problems found while parsing the KB"):
+            st.dataframe([p.to_dict() for p in kb.problems], hide_index=True)
+
+    st.subheader("What to do next")
+    todo = 0
+    if not status.get("exists") or not status.get("fresh"):
+        todo += 1
+        what = (
+            "There is no index yet."
+            if not status.get("exists")
+            else f"The index is stale: {status['new']} new, {status['changed']} changed, "
+            f"{status['deleted']} deleted chapters."
+        )
+        st.warning(what + " Re-index so search and evaluation see the current wiki.")
+        if st.button("Re-index now", key="overview_reindex", type="primary"):
+            from engine.indexer import build_index
+
+            progress, bar = ui.progress_callback("Indexing")
+            report = build_index(kb, cfg, str(ws.index), progress=progress)
+            bar.empty()
+            resources.forget_engines()
+            state.flash(f"Index updated — {report.summary()}")
+            st.rerun()
+    if gs is None:
+        todo += 1
+        ui.empty_state(
+            f"No golden set at `{ws.dataset}`: write a few queries with their relevant "
+            "chapters to measure search.",
+            "pages/golden_set.py",
+            "Create the golden set",
+        )
+    if not ws.baseline_path.is_file():
+        todo += 1
+        st.info(
+            "No accepted baseline yet: experiments compare against it. Adopt the selected "
+            f"config (**{label}**) as the first baseline."
+        )
+        if st.button("Adopt as baseline", key="overview_baseline"):
+            cfg.save(store.baseline)
+            store.ensure_initial_version()
+            resources.clear_data()
+            state.flash(f"Baseline saved to {store.baseline} (version 0)")
+            st.rerun()
+    if gs is not None and not runs:
+        todo += 1
+        ui.empty_state("No evaluation run yet.", "pages/evaluate.py", "Evaluate the golden set")
+    if not todo:
+        st.success("Everything is in place: try a change on the Experiments page.")
+
+    left, right = st.columns(2)
+    with left:
+        st.subheader("Latest run")
+        if runs:
+            rec = resources.run_record(runs[0])
+            means = run_record_means(rec, (rec.get("modes") or ["hybrid"])[0])
+            st.caption(
+                f"run `{rec['run_id']}` · config `{rec['config_hash']}` · "
+                f"{rec['dataset']['name']} ({rec['split']})"
+            )
+            m = st.columns(4)
+            for col, key in zip(m, ("recall@5", "mrr", "hit@5", "ndcg@10"), strict=True):
+                col.metric(key, f"{means.get(key, 0.0):.3f}")
+            st.markdown(f"Recall@5 band: {ui.band_badge(means.get('recall@5', 0.0))}")
+        else:
+            st.caption("No runs yet.")
+        st.subheader("Scorecard")
+        card = state.scorecard()
+        if card is not None:
+            st.metric(
+                "Grade", f"{getattr(card, 'grade', '?')}", f"{getattr(card, 'score', 0):.0f}/100"
+            )
+        else:
+            st.caption("Not computed in this session yet.")
+            st.page_link(
+                "pages/scorecard.py", label="Compute the scorecard", icon=":material/grade:"
+            )
+    with right:
+        ui.trajectory_chart(trajectory(store))

@@ -1,0 +1,195 @@
+"""Typed getters and setters over ``st.session_state``: every key the app uses is named here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+from workbench.golden import GoldenSet
+
+CONFIG_CHOICE = "config_choice"  # the sidebar selectbox's key
+SELECTED_NODE = "selected_node"
+GOLDEN_DRAFT = "golden_draft"
+GOLDEN_EDITOR_VERSION = "golden_editor_version"
+GOLDEN_WORKING = "golden_working"
+GOLDEN_DIRTY = "golden_dirty"
+GOLDEN_CONFLICT = "golden_conflict"
+GOLDEN_POOL = "golden_pool"
+EVAL_RUN = "eval_run_shown"  # the Evaluate page's run picker
+SEARCH_RESPONSE = "search_response"
+CHAT_TURNS = "chat_turns"
+CHAT_DRAFT = "chat_draft"
+EXPERIMENT_RESULT = "experiment_result"
+OPTIMIZE_RESULTS = "optimize_results"
+SCORECARD = "scorecard"
+COMPARE_RESULT = "compare_result"
+SWEEP_RESULT = "sweep_result"
+FLASH = "flash"
+
+
+def _get(key: str, default: Any = None) -> Any:
+    return st.session_state.get(key, default)
+
+
+def config_choice() -> str | None:
+    return _get(CONFIG_CHOICE)
+
+
+def selected_node() -> str | None:
+    """The chapter the Knowledge base page shows: from ``?node=`` or the last click."""
+    qp = st.query_params.get("node")
+    if qp and _get(SELECTED_NODE) is None:
+        st.session_state[SELECTED_NODE] = qp
+    return _get(SELECTED_NODE)
+
+
+def set_selected_node(node_id: str | None) -> None:
+    st.session_state[SELECTED_NODE] = node_id
+
+
+def changed(key: str, value: Any) -> bool:
+    """True the first time ``value`` is seen under ``key`` (a widget's new selection)."""
+    seen = f"_seen_{key}"
+    if st.session_state.get(seen) == value:
+        return False
+    st.session_state[seen] = value
+    return True
+
+
+def golden_draft() -> GoldenSet | None:
+    """The golden set as the user is editing it (kept across reruns and save conflicts)."""
+    return _get(GOLDEN_DRAFT)
+
+
+def set_golden_draft(gs: GoldenSet | None, *, dirty: bool) -> None:
+    """Replace the draft and reset the table editor so it shows the new rows."""
+    st.session_state[GOLDEN_DRAFT] = gs
+    st.session_state[GOLDEN_WORKING] = None
+    st.session_state[GOLDEN_DIRTY] = dirty
+    st.session_state[GOLDEN_EDITOR_VERSION] = golden_editor_version() + 1
+
+
+def golden_dirty() -> bool:
+    """Whether the draft holds edits that are not saved yet."""
+    return bool(_get(GOLDEN_DIRTY, False))
+
+
+def keep_golden_working(gs: GoldenSet) -> None:
+    """Remember the editor's current rows (the editor forgets them when the page is left)."""
+    st.session_state[GOLDEN_WORKING] = gs
+    st.session_state[GOLDEN_DIRTY] = True
+
+
+def restore_golden_working() -> None:
+    """Coming back to the page: make the remembered rows the draft the editor starts from."""
+    working = _get(GOLDEN_WORKING)
+    editor = f"golden_editor_{golden_editor_version()}"
+    if working is not None and editor not in st.session_state:
+        set_golden_draft(working, dirty=True)
+
+
+def golden_editor_version() -> int:
+    return int(_get(GOLDEN_EDITOR_VERSION, 0))
+
+
+def golden_conflict() -> str | None:
+    return _get(GOLDEN_CONFLICT)
+
+
+def set_golden_conflict(message: str | None) -> None:
+    st.session_state[GOLDEN_CONFLICT] = message
+
+
+def golden_pool() -> list[dict[str, Any]] | None:
+    return _get(GOLDEN_POOL)
+
+
+def set_golden_pool(rows: list[dict[str, Any]] | None) -> None:
+    st.session_state[GOLDEN_POOL] = rows
+
+
+def show_run(run_id: str) -> None:
+    """Make the Evaluate page's run picker show ``run_id`` (call before it is drawn)."""
+    st.session_state[EVAL_RUN] = run_id
+
+
+def search_response() -> Any:
+    return _get(SEARCH_RESPONSE)
+
+
+def set_search_response(resp: Any) -> None:
+    st.session_state[SEARCH_RESPONSE] = resp
+
+
+def chat_turns() -> list[dict[str, Any]]:
+    """[{"question": str, "answer": ChatAnswer, "config": label}] oldest first."""
+    if CHAT_TURNS not in st.session_state:
+        st.session_state[CHAT_TURNS] = []
+    return st.session_state[CHAT_TURNS]  # type: ignore[no-any-return]
+
+
+def add_chat_turn(turn: dict[str, Any]) -> None:
+    st.session_state[CHAT_TURNS] = [*chat_turns(), turn]
+
+
+def clear_chat() -> None:
+    st.session_state[CHAT_TURNS] = []
+    st.session_state[CHAT_DRAFT] = None
+
+
+def chat_draft() -> dict[str, Any] | None:
+    """A golden-set entry drafted from a bad answer, waiting to be reviewed and saved."""
+    return _get(CHAT_DRAFT)
+
+
+def set_chat_draft(draft: dict[str, Any] | None) -> None:
+    st.session_state[CHAT_DRAFT] = draft
+
+
+def experiment_result() -> Any:
+    return _get(EXPERIMENT_RESULT)
+
+
+def set_experiment_result(result: Any) -> None:
+    st.session_state[EXPERIMENT_RESULT] = result
+
+
+def optimize_results() -> list[Any] | None:
+    return _get(OPTIMIZE_RESULTS)
+
+
+def set_optimize_results(results: list[Any] | None) -> None:
+    st.session_state[OPTIMIZE_RESULTS] = results
+
+
+def scorecard() -> Any:
+    return _get(SCORECARD)
+
+
+def set_scorecard(card: Any) -> None:
+    st.session_state[SCORECARD] = card
+
+
+def compare_result() -> Any:
+    return _get(COMPARE_RESULT)
+
+
+def set_compare_result(result: Any) -> None:
+    st.session_state[COMPARE_RESULT] = result
+
+
+def sweep_result() -> Any:
+    return _get(SWEEP_RESULT)
+
+
+def set_sweep_result(result: Any) -> None:
+    st.session_state[SWEEP_RESULT] = result
+
+
+def flash(message: str | None = None) -> str | None:
+    """Set a one-shot success message (with an argument) or pop it (without)."""
+    if message is not None:
+        st.session_state[FLASH] = message
+        return message
+    return st.session_state.pop(FLASH, None)
