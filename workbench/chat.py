@@ -21,7 +21,7 @@ import re
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import date
 from typing import Any, Literal, Protocol
 
@@ -84,6 +84,8 @@ _STOP_WORDS = """
     it its this that these those there their them they i we you your me my our about from
     by as at into than then also vs versus between any some have has had not no yes please
     tell explain describe give me much many more most other such so if but
+    work works use uses used using mean means get gets make makes way ways need needs
+    happen happens
 """
 _STOP = frozenset(_STOP_WORDS.split())
 _PUNCT = re.compile(r"^[\W_]+$")
@@ -118,10 +120,22 @@ def key_terms(text: str) -> list[str]:
     return out
 
 
+_SUFFIX = re.compile(r"(?:ing|ed|es|s)$")
+
+
+def _stem(term: str) -> str:
+    """A light English stem ("calling" -> "call"), so "calls" and "called" match too."""
+    stem = _SUFFIX.sub("", term) if term.isascii() and len(term) >= 5 else term
+    return stem if len(stem) >= 3 else term
+
+
 def _term_in(term: str, text_lower: str) -> bool:
     if _CJK.search(term):
         return term in text_lower
-    return re.search(rf"(?<![a-z0-9]){re.escape(term)}(?![a-z0-9])", text_lower) is not None
+    stem = _stem(term)
+    tail = "[a-z]*" if stem != term else ""
+    pattern = rf"(?<![a-z0-9]){re.escape(stem)}{tail}(?![a-z0-9])"
+    return re.search(pattern, text_lower) is not None
 
 
 def term_overlap(terms: Sequence[str], text: str) -> int:
@@ -451,6 +465,10 @@ def _citations(numbers: Iterable[int], sources: Sequence[Source]) -> list[dict[s
 
 _SENT_END = re.compile(r"(?<=[。！？!?；;])|(?<=[.])\s+")
 _LIST_MARK = re.compile(r"^\s*(?:[-*+>]|\d+[.)、])\s+")
+_LINK_ONLY = re.compile(r"^!?\[[^\]]*\]\([^)]*\)[\s，,;；。.]*$")  # navigation, not prose
+_IMAGE = re.compile(r"!\[[^\]]*\]\([^)]*\)")
+_LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
+_EMPHASIS = re.compile(r"(\*\*|__|`)")
 _MIN_SENTENCE = 6
 _MAX_SENTENCE = 300
 
@@ -466,6 +484,9 @@ def _sentences(content: str) -> list[str]:
         if in_fence or not line or line.startswith(("#", "|")):
             continue
         line = _LIST_MARK.sub("", line)
+        if _LINK_ONLY.match(line):
+            continue
+        line = _EMPHASIS.sub("", _LINK.sub(r"\1", _IMAGE.sub("", line)))
         for piece in _SENT_END.split(line):
             s = piece.strip()
             if len(s) >= _MIN_SENTENCE:
@@ -540,12 +561,35 @@ def _history_messages(history: Iterable[Any] | None, keep: int = 3) -> list[dict
     return msgs
 
 
+THIN_CHARS = 40  # a chapter with less own text than this borrows its first child's
+
+
+def thicken(retriever: Retriever, source: Source) -> Source:
+    """A source whose own text is (almost) only its heading, e.g. a document node, with its
+    first child's text appended, so the model and the extractive answer get prose to use.
+    The citation still names the chapter retrieved: it contains that child."""
+    body = "\n".join(ln for ln in source.content.splitlines() if not ln.lstrip().startswith("#"))
+    if len(body.strip()) >= THIN_CHARS:
+        return source
+    try:
+        kids = list(retriever.chapter(source.node_id).children_ids)[:1]
+        if not kids:
+            return source
+        child = retriever.chapter(kids[0])
+    except (EngineError, AttributeError, KeyError):
+        return source
+    return replace(source, content=f"{source.content.rstrip()}\n\n{child.content}".strip())
+
+
 def _retrieve(
     retriever: Retriever, query: str, top_k: int, trace: _Trace, label: str
 ) -> list[Source]:
     started = time.perf_counter()
     resp = retriever.search(query, top_k=top_k)
-    sources = [_source_from_result(i + 1, r) for i, r in enumerate(resp.results[:top_k])]
+    sources = [
+        thicken(retriever, _source_from_result(i + 1, r))
+        for i, r in enumerate(resp.results[:top_k])
+    ]
     ids = ", ".join(s.node_id for s in sources[:5])
     trace.add("retrieve", _ms(started), f"{label}: {query!r} -> {len(sources)} chapters ({ids})")
     return sources
@@ -808,7 +852,9 @@ class _Run:
         resp = self.retriever.search(query, top_k=int(top_k))
         lines = []
         for r in resp.results[: int(top_k)]:
-            s = self._register(registry, lambda n, r=r: _source_from_result(n, r))
+            s = self._register(
+                registry, lambda n, r=r: thicken(self.retriever, _source_from_result(n, r))
+            )
             snippet = " ".join(s.content.split())[:300]
             lines.append(f"[{s.n}] {s.label} (node_id={s.node_id})\n{snippet}")
         return "\n\n".join(lines) or "no chapters found"

@@ -680,3 +680,57 @@ def test_cli_ask_llm_failure_is_a_notice_not_a_traceback(cli_env, capsys):
     captured = capsys.readouterr()
     assert "Note: LLM endpoint failed (HTTP 500): extractive answer instead" in captured.out
     assert "Traceback" not in captured.err and KEY not in captured.out + captured.err
+
+
+REAL_KB = {
+    "rag/chunking.md": "---\ntitle: 切块策略\ncategory: rag\n---\n# 切块策略\n\n切块决定检索的最小单位。\n\n"
+    "## 按标题切块\n\n按 Markdown 标题切块，每个章节是一个块，并保留面包屑。\n\n"
+    "## 固定长度切块\n\n按固定 token 数切块，块之间有 overlap。\n",
+    "retrieval/rerank.md": "---\ntitle: 重排\ncategory: retrieval\n---\n# 重排\n\n重排模型对候选做精排。\n\n"
+    "## 交叉编码器\n\n交叉编码器同时读取查询和文档，打分更准。\n",
+}
+
+
+@pytest.fixture(scope="module")
+def real_engine(tmp_path_factory):
+    """The real engine over a two-file KB with the offline "hash" embedder."""
+    from engine.indexer import build_index
+    from engine.search import Engine
+    from engine.tree import parse_kb
+
+    root = tmp_path_factory.mktemp("real")
+    for rel, text in REAL_KB.items():
+        (root / "kb" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / "kb" / rel).write_text(text, encoding="utf-8")
+    cfg = EngineConfig().with_overrides({"embedding.provider": "hash"})
+    build_index(parse_kb(root / "kb"), cfg, str(root / "index"))
+    return Engine.open(root / "kb", root / "index", cfg), cfg
+
+
+def test_real_engine_extractive_and_refusal(real_engine):
+    engine, cfg = real_engine
+    ans = answer("按标题切块是怎么做的？", engine, cfg, llm=None, top_k=3)
+    assert not ans.refusal and ans.mode == "extractive"
+    assert ans.citations[0]["node_id"] == "rag/chunking#切块策略/按标题切块"
+    assert ans.citations[0]["file_path"] == "rag/chunking.md"
+    assert_citations_valid(ans)
+    refused = answer("公司年会在哪里举办？", engine, cfg, llm=None, top_k=3)
+    assert refused.refusal and refused.citations == []
+    item = draft_golden_item("按标题切块是怎么做的？", ans, today=date(2025, 1, 1))
+    assert item["relevant"][0] == "rag/chunking#切块策略/按标题切块"
+    assert item["category"] == "rag"
+
+
+def test_real_engine_tools_mode(real_engine):
+    engine, cfg = real_engine
+    script = tools_script(
+        call_tool("knowledge_search", {"query": "交叉编码器", "top_k": 2}),
+        call_tool("chapter_detail", {"node_id": "retrieval/rerank#重排/交叉编码器"}, id="c2"),
+        Say("交叉编码器同时读取查询和文档 [1]。"),
+    )
+    with ChatServer(script) as srv:
+        ans = answer("交叉编码器怎么打分？", engine, cfg, llm=llm_for(srv), mode="tools")
+        detail = tool_results(srv, 2)[-1]
+    assert "交叉编码器同时读取查询和文档" in detail
+    assert ans.citations[0]["node_id"] == "retrieval/rerank#重排/交叉编码器"
+    assert not ans.refusal
