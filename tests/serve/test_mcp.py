@@ -1,0 +1,195 @@
+"""The MCP server through the SDK's own client over stdio: `python -m workbench.cli mcp --stdio`."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.shared.exceptions import MCPError
+
+from tests.serve.conftest import REPO, TestKB
+from workbench.mcp_server import doc_uri
+
+
+def _params(kb: TestKB) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=sys.executable,
+        args=[
+            "-m",
+            "workbench.cli",
+            "mcp",
+            "--stdio",
+            "--kb",
+            str(kb.ws.kb),
+            "--index",
+            str(kb.ws.index),
+            "--config",
+            str(kb.config_file),
+        ],
+        env={
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "PYTHONPATH": str(REPO),
+            # No LLM: `ask` answers extractively, deterministic and offline.
+            "OPENAI_BASE_URL": "",
+            "WIKIRAG_LLM_MODEL": "",
+        },
+        cwd=str(kb.root),  # no experiments/ baseline and no .env there
+    )
+
+
+def _json(result: Any) -> dict[str, Any]:
+    assert not result.is_error, result.content
+    return json.loads(result.content[0].text)
+
+
+async def _session_run(kb: TestKB, errlog_path: Path) -> dict[str, Any]:
+    """Drive one session; every stdout line that is not protocol shows up in `stray`."""
+    out: dict[str, Any] = {"stray": []}
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, Exception):
+            out["stray"].append(repr(message))
+
+    with errlog_path.open("w", encoding="utf-8") as errlog:
+        async with (
+            stdio_client(_params(kb), errlog=errlog) as (read, write),
+            ClientSession(read, write, message_handler=on_message) as session,
+        ):
+            init = await session.initialize()
+            out["server_name"] = init.server_info.name
+            out["instructions"] = init.instructions
+            tools = await session.list_tools()
+            out["tools"] = {t.name: t for t in tools.tools}
+
+            out["search"] = await session.call_tool(
+                "search_knowledge",
+                {"query": "按标题切分", "top_k": 3, "filters": {"category": "rag"}},
+            )
+            out["keyword"] = await session.call_tool(
+                "search_knowledge", {"query": "BM25", "search_mode": "keyword", "top_k": 2}
+            )
+            out["empty"] = await session.call_tool("search_knowledge", {"query": " "})
+            out["bad_mode"] = await session.call_tool(
+                "search_knowledge", {"query": "x", "search_mode": "fuzzy"}
+            )
+            out["chapter"] = await session.call_tool(
+                "get_chapter", {"node_id": "rag/chunking-strategies"}
+            )
+            out["no_children"] = await session.call_tool(
+                "get_chapter", {"node_id": "rag/chunking-strategies", "include_children": False}
+            )
+            out["unknown_node"] = await session.call_tool(
+                "get_chapter", {"node_id": "rag/chunking-strategy"}
+            )
+            out["ask"] = await session.call_tool(
+                "ask", {"question": "按标题切分时 chunk size 设多少？", "top_k": 3}
+            )
+            out["unknown_tool"] = await session.call_tool("delete_everything", {})
+
+            out["resources"] = (await session.list_resources()).resources
+            out["read"] = await session.read_resource(doc_uri("rag/chunking-strategies"))
+            out["read_template"] = await session.read_resource("wiki://retrieval/hybrid-search")
+            try:
+                await session.read_resource("wiki://rag/no-such-doc")
+            except MCPError as exc:
+                out["read_missing"] = exc
+            try:
+                await session.read_resource("wiki://../../etc/passwd")
+            except MCPError as exc:
+                out["read_escape"] = exc
+    return out
+
+
+@pytest.fixture(scope="module")
+def session_log(test_kb: TestKB, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    errlog = tmp_path_factory.mktemp("mcp") / "stderr.txt"
+    out = anyio.run(_session_run, test_kb, errlog)
+    out["stderr"] = errlog.read_text(encoding="utf-8")
+    return out
+
+
+def test_stdout_carries_only_protocol_messages(session_log):
+    assert session_log["stray"] == []
+    assert "wikirag mcp: KB" in session_log["stderr"]  # logs went to stderr instead
+
+
+def test_initialize_and_list_tools(session_log):
+    assert session_log["server_name"] == "wikirag"
+    assert "search_knowledge" in session_log["instructions"]
+    tools = session_log["tools"]
+    assert set(tools) == {"search_knowledge", "get_chapter", "ask"}
+    search_props = tools["search_knowledge"].input_schema["properties"]
+    assert set(search_props) == {"query", "top_k", "search_mode", "rerank", "expand", "filters"}
+    assert tools["search_knowledge"].input_schema["required"] == ["query"]
+    assert set(tools["get_chapter"].input_schema["properties"]) == {"node_id", "include_children"}
+
+
+def test_search_knowledge(session_log, test_kb):
+    body = _json(session_log["search"])
+    assert body["config_hash"] == test_kb.cfg.hash
+    assert len(body["results"]) == 3
+    assert {r["metadata"]["category"] for r in body["results"]} == {"rag"}
+    assert body["results"][0]["node_id"].startswith("rag/chunking-strategies")
+    assert session_log["search"].structured_content["config_hash"] == test_kb.cfg.hash
+    kw = _json(session_log["keyword"])
+    assert all(r["rank_source"]["vector"] is None for r in kw["results"])
+
+
+def test_bad_arguments_are_tool_errors_that_say_why(session_log):
+    assert session_log["empty"].is_error
+    assert "query must not be empty" in session_log["empty"].content[0].text
+    assert session_log["bad_mode"].is_error
+    assert "search_mode" in session_log["bad_mode"].content[0].text
+
+
+def test_get_chapter(session_log, test_kb):
+    ch = _json(session_log["chapter"])
+    assert ch["node_id"] == "rag/chunking-strategies" and ch["level"] == 0
+    assert ch["children"] and ch["children"][0]["node_id"].startswith("rag/chunking-strategies#")
+    assert ch["config_hash"] == test_kb.cfg.hash
+    assert _json(session_log["no_children"])["children"] == []
+    bad = session_log["unknown_node"]
+    assert bad.is_error and "did you mean rag/chunking-strategies" in bad.content[0].text
+
+
+def test_ask_answers_with_citations(session_log, test_kb):
+    a = _json(session_log["ask"])
+    assert a["mode"] == "extractive" and a["config_hash"] == test_kb.cfg.hash
+    assert a["answer"]
+    assert all(c["node_id"].startswith(("rag/", "retrieval/")) for c in a["citations"])
+
+
+def test_unknown_tool_is_an_error(session_log):
+    res = session_log["unknown_tool"]
+    assert res.is_error and "delete_everything" in res.content[0].text
+
+
+def test_documents_are_resources(session_log, test_kb):
+    uris = {str(r.uri): r for r in session_log["resources"]}
+    expected = {doc_uri(p.removesuffix(".md")) for p in _kb_files(test_kb)}
+    assert expected <= set(uris)
+    res = uris[doc_uri("rag/chunking-strategies")]
+    assert res.mime_type == "text/markdown" and res.title == "文档切分策略"
+    text = (test_kb.ws.kb / "rag/chunking-strategies.md").read_text(encoding="utf-8")
+    assert session_log["read"].contents[0].text == text
+    hybrid = (test_kb.ws.kb / "retrieval/hybrid-search.md").read_text(encoding="utf-8")
+    assert session_log["read_template"].contents[0].text == hybrid
+    assert "no-such-doc" in str(session_log["read_missing"])
+    assert "read_escape" in session_log
+
+
+def _kb_files(kb: TestKB) -> list[str]:
+    root = kb.ws.kb
+    return sorted(
+        os.path.relpath(os.path.join(d, f), root).replace(os.sep, "/")
+        for d, _, files in os.walk(root)
+        for f in files
+        if f.endswith(".md")
+    )

@@ -1,0 +1,68 @@
+"""`wikirag serve` (HTTP API) and `wikirag mcp` (MCP server): the tuned engine for other tools."""
+
+from __future__ import annotations
+
+import argparse
+
+from workbench.commands.common import add_workspace_args, effective_config, info, workspace
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "serve",
+        help="serve the engine over HTTP (FastAPI: /search, /chapter, /ask, docs at /docs)",
+        description=(
+            "Serve the KB's accepted baseline config (or --config) over HTTP. Admin endpoints "
+            "need a bearer token when WIKIRAG_ADMIN_TOKEN is set."
+        ),
+    )
+    add_workspace_args(p)
+    p.add_argument("--host", default="127.0.0.1", help="bind address (default: 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
+    p.set_defaults(func=_serve)
+
+    m = sub.add_parser(
+        "mcp",
+        help="serve the engine to MCP clients (Claude Desktop, Cursor): stdio or HTTP",
+        description=(
+            "MCP server with tools search_knowledge, get_chapter, ask and the KB's documents "
+            "as wiki://<doc_id> resources. Default transport: stdio."
+        ),
+    )
+    add_workspace_args(m)
+    how = m.add_mutually_exclusive_group()
+    how.add_argument("--stdio", action="store_true", help="serve over stdin/stdout (default)")
+    how.add_argument(
+        "--http", type=int, default=None, metavar="PORT", help="serve streamable HTTP at /mcp"
+    )
+    m.add_argument("--host", default="127.0.0.1", help="bind address for --http")
+    m.set_defaults(func=_mcp)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from workbench.serve import create_app, run_server
+
+    ws = workspace(args)
+    cfg = effective_config(args, ws)
+    source = ws.config_path or "built-in defaults"
+    info(f"wikirag serve: KB {ws.kb}, index {ws.index}, config {source} ({cfg.hash})")
+    run_server(create_app(ws, cfg), host=args.host, port=args.port)
+    return 0
+
+
+def _mcp(args: argparse.Namespace) -> int:
+    from workbench.mcp_server import open_mcp_server, quiet_stdout, run_http, run_stdio
+
+    with quiet_stdout():
+        ws = workspace(args)
+        cfg = effective_config(args, ws)
+        info(
+            f"wikirag mcp: KB {ws.kb}, index {ws.index}, "
+            f"config {ws.config_path or 'built-in defaults'} ({cfg.hash})"
+        )
+    server = open_mcp_server(ws, cfg)
+    if args.http is not None:
+        run_http(server, host=args.host, port=args.http)
+    else:
+        run_stdio(server)
+    return 0

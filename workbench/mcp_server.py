@@ -1,0 +1,248 @@
+"""MCP server over the tuned engine, on the official ``mcp`` SDK (``MCPServer``).
+
+Tools: ``search_knowledge`` (the parameters of ``POST /search``), ``get_chapter`` (a chapter
+with its children) and ``ask`` (an answer with numbered citations). Resources: every
+document of the KB as ``wiki://<doc_id>`` (listed; reading one returns its Markdown file).
+
+Over stdio, stdout carries protocol messages only: ``quiet_stdout()`` sends everything
+else written while the engine loads to stderr, and the SDK diverts fd 1 to stderr while it
+serves, so jieba, tqdm and model loaders cannot corrupt the stream.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any, Literal
+from urllib.parse import quote
+
+from pydantic import Field
+
+from engine.config import EngineConfig
+from engine.errors import EngineError
+from workbench.context import Workspace
+from workbench.serve import SearchFilters, ServedEngine, chapter_payload
+
+URI_SCHEME = "wiki://"
+INSTRUCTIONS = (
+    "Search a team's Markdown wiki. Use search_knowledge to find chapters (hybrid vector + "
+    "BM25 search; Chinese and English), get_chapter to read one in full with its children, "
+    "and ask for an answer with numbered citations. Node ids look like "
+    "'rag/chunking#strategies'. Whole documents are resources wiki://<doc_id>."
+)
+
+
+@contextlib.contextmanager
+def quiet_stdout() -> Iterator[None]:
+    """Send everything written to stdout (Python and C level) to stderr meanwhile."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def silence_libraries() -> None:
+    """jieba logs its dictionary loading; keep only real problems on stderr."""
+    import logging
+
+    import jieba
+
+    jieba.setLogLevel(60)
+    logging.getLogger("jieba").setLevel(logging.ERROR)
+
+
+def doc_uri(doc_id: str) -> str:
+    return URI_SCHEME + quote(doc_id, safe="/")
+
+
+def _doc_path(kb_root: Path, doc_id: str) -> Path:
+    """The Markdown file of a document id, refusing anything outside the KB folder."""
+    root = kb_root.resolve()
+    path = (root / f"{doc_id}.md").resolve()
+    if root not in path.parents or not path.is_file():
+        raise FileNotFoundError(doc_id)
+    return path
+
+
+def build_mcp_server(
+    served: ServedEngine, *, llm: Any = None, name: str = "wikirag"
+) -> Any:  # -> mcp.server.mcpserver.MCPServer
+    """An MCPServer whose tools and resources answer from ``served``."""
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+    from mcp.server.mcpserver.resources import FunctionResource
+
+    from workbench.chat import answer as chat_answer
+
+    ws, cfg = served.ws, served.cfg
+    server = MCPServer(name, instructions=INSTRUCTIONS, version="1", log_level="WARNING")
+
+    def engine() -> Any:
+        try:
+            return served.get()
+        except EngineError as exc:
+            raise ToolError(str(exc)) from exc
+
+    @server.tool(
+        name="search_knowledge",
+        description=(
+            "Search the wiki's chapters. Returns ranked results with node_id, score, title, "
+            "breadcrumb, content, summary and metadata (file_path, line, ...), plus the "
+            "config_hash of the engine settings that produced them."
+        ),
+    )
+    def search_knowledge(
+        query: Annotated[str, Field(min_length=1, description="question or keywords")],
+        top_k: Annotated[int | None, Field(ge=1, le=1000, description="results")] = None,
+        search_mode: Annotated[
+            Literal["hybrid", "vector", "keyword"] | None,
+            Field(description="channels (default: the served config)"),
+        ] = None,
+        rerank: Annotated[bool | None, Field(description="null: as configured")] = None,
+        expand: Annotated[
+            Literal["none", "children", "siblings", "parent"] | None,
+            Field(description="attach related chapters to each result"),
+        ] = None,
+        filters: Annotated[
+            SearchFilters | None,
+            Field(description="category / priority / doc_type / keywords: a value or a list"),
+        ] = None,
+    ) -> dict[str, Any]:
+        if not query.strip():
+            raise ToolError("query must not be empty")
+        try:
+            resp = engine().search(
+                query,
+                top_k=top_k,
+                mode=search_mode,
+                rerank=rerank,
+                filters=filters.to_engine() if filters else None,
+                expand=expand,
+            )
+        except EngineError as exc:
+            raise ToolError(str(exc)) from exc
+        return resp.to_dict()
+
+    @server.tool(
+        name="get_chapter",
+        description=(
+            "Read one chapter by node_id (as returned by search_knowledge): its full content, "
+            "breadcrumb, metadata and, by default, its child chapters."
+        ),
+    )
+    def get_chapter(
+        node_id: Annotated[str, Field(min_length=1, description="e.g. 'rag/chunking#strategies'")],
+        include_children: Annotated[bool, Field(description="list child chapters too")] = True,
+    ) -> dict[str, Any]:
+        try:
+            out = chapter_payload(engine(), node_id, children=include_children)
+        except EngineError as exc:
+            raise ToolError(str(exc)) from exc
+        return {**out, "config_hash": cfg.hash}
+
+    @server.tool(
+        name="ask",
+        description=(
+            "Answer a question from the wiki with numbered citations [n] that point at the "
+            "chapters listed in 'citations'. Refuses (refusal=true) when the wiki does not "
+            "cover it. Uses the configured LLM, else answers extractively and says so."
+        ),
+    )
+    def ask(
+        question: Annotated[str, Field(min_length=1, description="the question")],
+        top_k: Annotated[int, Field(ge=1, le=50, description="chapters retrieved")] = 5,
+    ) -> dict[str, Any]:
+        if not question.strip():
+            raise ToolError("question must not be empty")
+        try:
+            ans = chat_answer(question, engine(), cfg, llm=llm, top_k=top_k)
+        except (EngineError, ValueError) as exc:
+            raise ToolError(str(exc)) from exc
+        return {
+            "question": ans.question,
+            "answer": ans.answer,
+            "citations": ans.citations,
+            "refusal": ans.refusal,
+            "mode": ans.mode,
+            "notice": ans.notice,
+            "config_hash": cfg.hash,
+        }
+
+    kb_root = Path(ws.kb)
+    try:
+        kb = served.get().kb
+    except EngineError:
+        from engine.tree import parse_kb
+
+        kb = parse_kb(kb_root)
+    for doc in kb.documents:
+        top = doc.nodes[0] if doc.nodes else None
+
+        def read(doc_id: str = doc.doc_id) -> str:
+            try:
+                return _doc_path(kb_root, doc_id).read_text(encoding="utf-8", errors="replace")
+            except OSError as exc:
+                raise ResourceError(f"document {doc_id} cannot be read ({exc})") from exc
+
+        server.add_resource(
+            FunctionResource.from_function(
+                fn=read,
+                uri=doc_uri(doc.doc_id),
+                name=doc.doc_id,
+                title=top.title if top is not None else doc.doc_id,
+                description=(top.summary[:300] if top is not None and top.summary else None),
+                mime_type="text/markdown",
+            )
+        )
+
+    @server.resource(
+        URI_SCHEME + "{+doc_id}",
+        name="wiki-document",
+        description="any document of the KB by id (also ones added after the server started)",
+        mime_type="text/markdown",
+    )
+    def read_document(doc_id: str) -> str:
+        try:
+            return _doc_path(kb_root, doc_id).read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            raise ResourceError(
+                f"no document {doc_id!r} in {kb_root}; list them with resources/list"
+            ) from exc
+
+    return server
+
+
+def open_mcp_server(ws: Workspace, cfg: EngineConfig) -> Any:
+    """Load the engine (stdout kept clean) and build the server."""
+    from workbench.llm import LLMClient
+
+    with quiet_stdout():
+        silence_libraries()
+        served = ServedEngine(ws, cfg)
+        if served.loaded:
+            import jieba
+
+            jieba.initialize()  # load the dictionary now, not during the first tool call
+        return build_mcp_server(served, llm=LLMClient.from_config(cfg.llm))
+
+
+def run_stdio(server: Any) -> None:
+    import anyio
+
+    anyio.run(server.run_stdio_async)
+
+
+def run_http(server: Any, host: str = "127.0.0.1", port: int = 8765) -> None:
+    import anyio
+
+    sys.stderr.write(f"wikirag mcp: streamable HTTP on http://{host}:{port}/mcp\n")
+    anyio.run(lambda: server.run_streamable_http_async(host=host, port=port))
