@@ -1,0 +1,202 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from engine.errors import ProviderError
+from engine.indexer import (
+    MANIFEST,
+    build_index,
+    drop_stale_tables,
+    embed_text,
+    freshness,
+    read_manifest,
+)
+from engine.search import Engine
+from engine.store import Location, Store
+from engine.tree import parse_kb
+from tests.engine.engine_kit import HASH_CFG, TINY_KB, CountingEmbedder, write_kb
+
+N_NODES = 12  # 3 documents x (document node + H1 + 2 H2)
+
+
+@pytest.fixture
+def kb_dir(tmp_path: Path) -> Path:
+    return write_kb(tmp_path / "kb")
+
+
+def _build(kb_dir: Path, idx: Path, emb: CountingEmbedder | None = None, **kw):
+    return build_index(
+        parse_kb(kb_dir), HASH_CFG, str(idx), embedder=emb or CountingEmbedder(), **kw
+    )
+
+
+def test_first_build_is_full_and_writes_manifest_and_caches(kb_dir: Path, tmp_path: Path) -> None:
+    emb = CountingEmbedder()
+    stages: set[str] = set()
+    report = _build(kb_dir, tmp_path / "idx", emb, progress=lambda d, t, s: stages.add(s))
+    assert report.full_rebuild and report.added == N_NODES and report.embedded == N_NODES
+    assert (report.updated, report.removed, report.unchanged) == (0, 0, 0)
+    assert len(emb.chapter_texts) == N_NODES
+    assert {"embed", "lexical", "vocab"} <= stages
+    m = read_manifest(Location(str(tmp_path / "idx")))
+    assert m is not None and m.table == report.table and m.version == report.version
+    assert m.signature == {"provider": "hash", "model": "char-ngram-1-3-crc32-v1", "dims": 256}
+    assert len(m.nodes) == N_NODES and m.tokenizer == "jieba-search"
+    files = Location(str(tmp_path / "idx")).names()
+    assert set(files) == {MANIFEST, m.lexical_file, m.vocab_terms_file, m.vocab_vectors_file}
+
+
+def test_embedded_text_layout(kb_dir: Path) -> None:
+    kb = parse_kb(kb_dir)
+    node = kb.nodes["rag/chunking#切块策略/按标题切块"]
+    assert embed_text(node, 10) == (
+        "path: rag/chunking.md\ntitle: 切块策略 > 按标题切块\n"
+        f"summary: {node.summary}\n" + node.content[:10]
+    )
+
+
+def test_rebuild_without_changes_embeds_nothing(kb_dir: Path, tmp_path: Path) -> None:
+    _build(kb_dir, tmp_path / "idx")
+    emb = CountingEmbedder()
+    report = _build(kb_dir, tmp_path / "idx", emb)
+    assert not report.full_rebuild
+    assert (report.added, report.updated, report.removed, report.unchanged) == (0, 0, 0, N_NODES)
+    assert emb.calls == 0
+
+
+def test_incremental_touches_only_changed_chapters(kb_dir: Path, tmp_path: Path) -> None:
+    idx = tmp_path / "idx"
+    first = _build(kb_dir, idx)
+    # Edit one chapter, add a document, delete another.
+    p = kb_dir / "retrieval/rerank.md"
+    p.write_text(p.read_text().replace("候选数不宜超过 35。", "候选数不宜超过 20。"), "utf-8")
+    (kb_dir / "faq.md").write_text("# 常见问题\n\n索引多久更新一次？每晚。\n", "utf-8")
+    (kb_dir / "evaluation/metrics.md").unlink()
+    emb = CountingEmbedder()
+    report = _build(kb_dir, idx, emb)
+    assert not report.full_rebuild and report.table == first.table
+    assert report.added == 2  # faq document node + its H1
+    assert report.updated == 1 and report.removed == 4
+    assert report.unchanged == N_NODES - 4 - 1
+    assert sorted(t.splitlines()[1] for t in emb.chapter_texts) == [
+        "title: 常见问题",
+        "title: 常见问题",
+        "title: 重排 > 延迟",
+    ]
+    tbl = Store(str(idx)).open_table(report.table, report.version)
+    ids = set(Store.read(tbl, ["id"]).column("id").to_pylist())
+    assert ids == set(parse_kb(kb_dir).nodes)
+    assert report.rows == len(ids)
+
+
+def test_row_only_changes_reuse_vectors(kb_dir: Path, tmp_path: Path) -> None:
+    idx = tmp_path / "idx"
+    _build(kb_dir, idx)
+    p = kb_dir / "rag/chunking.md"
+    p.write_text(p.read_text().replace("category: rag", "category: chunking"), "utf-8")
+    emb = CountingEmbedder()
+    report = _build(kb_dir, idx, emb)
+    assert report.updated == 4 and report.embedded == 0 and emb.chapter_texts == []
+    tbl = Store(str(idx)).open_table(report.table, report.version)
+    cats = Store.read(tbl, ["id", "category"]).to_pylist()
+    assert {r["category"] for r in cats if r["id"].startswith("rag/")} == {"chunking"}
+
+
+def test_changed_embedder_forces_full_rebuild_with_warning(kb_dir: Path, tmp_path: Path) -> None:
+    idx = tmp_path / "idx"
+    first = _build(kb_dir, idx)
+    emb = CountingEmbedder(dims=64)
+    report = _build(kb_dir, idx, emb)
+    assert report.full_rebuild and report.table != first.table
+    assert any("embedder changed" in w and "/256 -> " in w for w in report.warnings)
+    assert report.updated == N_NODES and report.embedded == N_NODES
+    assert Store(str(idx)).table_names() == [report.table]  # the old table was dropped
+
+
+def test_force_rebuilds_into_a_new_table(kb_dir: Path, tmp_path: Path) -> None:
+    idx = tmp_path / "idx"
+    first = _build(kb_dir, idx)
+    report = _build(kb_dir, idx, force=True)
+    assert report.full_rebuild and report.table != first.table and report.embedded == N_NODES
+    assert report.warnings == []
+
+
+def test_crash_during_full_rebuild_leaves_previous_index_usable(
+    kb_dir: Path, tmp_path: Path
+) -> None:
+    idx = tmp_path / "idx"
+    first = _build(kb_dir, idx)
+    before = (idx / MANIFEST).read_text()
+    failing = CountingEmbedder(fail_after=5)
+    with pytest.raises(ProviderError):
+        build_index(parse_kb(kb_dir), HASH_CFG, str(idx), force=True, embedder=failing)
+    assert (idx / MANIFEST).read_text() == before
+    engine = Engine.from_kb(parse_kb(kb_dir), str(idx), HASH_CFG, embedder=CountingEmbedder())
+    assert engine.search("重排 延迟").results[0].node_id == "retrieval/rerank#重排/延迟"
+    assert engine.index_fingerprint == f"{first.table}_v{first.version}"
+    # The orphan table from the crash is dropped by the next successful build.
+    assert len(Store(str(idx)).table_names()) == 2
+    _build(kb_dir, idx, force=True)
+    assert len(Store(str(idx)).table_names()) == 1
+
+
+def test_crash_during_incremental_update_changes_nothing(kb_dir: Path, tmp_path: Path) -> None:
+    idx = tmp_path / "idx"
+    first = _build(kb_dir, idx)
+    for rel in TINY_KB:
+        p = kb_dir / rel
+        p.write_text(p.read_text() + "\n补充一段新内容。\n", "utf-8")
+    with pytest.raises(ProviderError):
+        _build(kb_dir, idx, CountingEmbedder(fail_after=2))
+    assert Store(str(idx)).open_table(first.table).version == first.version
+    assert read_manifest(Location(str(idx))).build_id == f"{first.table}_v{first.version}"
+
+
+def test_table_versions_past_the_manifest_are_rolled_back(kb_dir: Path, tmp_path: Path) -> None:
+    idx = tmp_path / "idx"
+    first = _build(kb_dir, idx)
+    # Simulate a crash after a write but before the manifest switch: a stray delete.
+    tbl = Store(str(idx)).open_table(first.table)
+    Store.delete_ids(tbl, ["rag/chunking"])
+    report = _build(kb_dir, idx)
+    assert report.embedded == 0
+    tbl = Store(str(idx)).open_table(report.table, report.version)
+    assert "rag/chunking" in Store.read(tbl, ["id"]).column("id").to_pylist()
+
+
+def test_freshness_counts(kb_dir: Path, tmp_path: Path) -> None:
+    idx = tmp_path / "idx"
+    _build(kb_dir, idx)
+    m = read_manifest(Location(str(idx)))
+    assert freshness(parse_kb(kb_dir), HASH_CFG, m) == {
+        "new": 0,
+        "changed": 0,
+        "deleted": 0,
+        "fresh": True,
+    }
+    (kb_dir / "evaluation/metrics.md").unlink()
+    p = kb_dir / "rag/chunking.md"
+    p.write_text(p.read_text() + "\n新增。\n", "utf-8")
+    fr = freshness(parse_kb(kb_dir), HASH_CFG, m)
+    assert fr == {"new": 0, "changed": 1, "deleted": 4, "fresh": False}
+    assert freshness(parse_kb(kb_dir), HASH_CFG, None)["new"] == N_NODES - 4
+
+
+def test_drop_stale_tables_keeps_the_current_one(kb_dir: Path, tmp_path: Path) -> None:
+    idx = tmp_path / "idx"
+    _build(kb_dir, idx)
+    report = _build(kb_dir, idx, force=True, drop_old=False)
+    assert len(Store(str(idx)).table_names()) == 2
+    assert drop_stale_tables(str(idx)) == 1
+    assert Store(str(idx)).table_names() == [report.table]
+
+
+def test_manifest_is_valid_json_with_hash_pairs(kb_dir: Path, tmp_path: Path) -> None:
+    idx = tmp_path / "idx"
+    _build(kb_dir, idx)
+    data = json.loads((idx / MANIFEST).read_text())
+    assert all(len(v) == 2 for v in data["nodes"].values())
+    assert data["format"] == 1 and data["kb_fingerprint"]

@@ -1,0 +1,170 @@
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import pytest
+from rank_bm25 import BM25Okapi
+
+from engine.lexical import (
+    RankBM25Reference,
+    SparseBM25,
+    make_bm25,
+    tokenize,
+)
+
+CORPUS = [
+    "检索增强生成把检索到的章节放进提示词。",
+    "向量检索用余弦相似度召回候选章节。",
+    "BM25 是关键词检索的经典算法，检索效果稳定。",
+    "重排模型对候选章节做精排。",
+    "切块策略决定检索的最小单位。",
+    "黄金集用于评估检索系统的召回率。",
+    "上下文打包需要控制 token 预算。",
+    "查询扩展用知识库自己的词表。",
+]
+QUERIES = [
+    "检索",
+    "向量检索 召回",
+    "检索 检索 章节",  # repeated token counts twice, as in rank_bm25
+    "BM25 算法",
+    "完全无关的词",
+    "重排 精排 候选 章节",
+]
+
+
+def test_tokenize_lowercases_and_drops_punctuation_and_stop_words() -> None:
+    assert tokenize("RAG 的切块策略，有哪些？") == ["rag", "切块", "策略"]
+    assert tokenize("  ，。！  ") == []
+    assert tokenize("") == []
+
+
+def test_tokenize_search_mode_adds_sub_words() -> None:
+    precise = tokenize("中华人民共和国", "jieba")
+    search = tokenize("中华人民共和国", "jieba-search")
+    assert precise == ["中华人民共和国"]
+    assert {"中华", "人民", "共和国", "中华人民共和国"} <= set(search)
+
+
+def test_tokenize_rejects_unknown_mode() -> None:
+    with pytest.raises(ValueError, match="tokenizer must be one of"):
+        tokenize("x", "whitespace")
+
+
+def test_hand_computed_bm25_score() -> None:
+    docs = [["a", "b"], ["a", "a", "c"], ["d"]]
+    bm = SparseBM25(docs, k1=1.5, b=0.75)
+    # N=3, avgdl=2. idf(c) = ln(3-1+.5) - ln(1+.5) = ln(2.5/1.5).
+    # idf(a) = ln(3-2+.5) - ln(2.5) < 0 -> floor eps * mean(idf of a, b, c, d).
+    idf_c = math.log(2.5) - math.log(1.5)
+    idf_a_raw = math.log(1.5) - math.log(2.5)
+    mean_idf = (idf_a_raw + 3 * idf_c) / 4
+    idf_a = 0.25 * mean_idf
+    # doc 1: |d|=3, tf(c)=1, tf(a)=2
+    norm = 1.5 * (1 - 0.75 + 0.75 * 3 / 2)
+    expected = idf_c * (1 * 2.5) / (1 + norm) + idf_a * (2 * 2.5) / (2 + norm)
+    assert bm.get_scores(["c", "a"])[1] == pytest.approx(expected, abs=1e-12)
+    assert bm.get_scores(["zzz"]).tolist() == [0.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize(("k1", "b"), [(1.5, 0.75), (1.2, 0.3), (2.0, 1.0), (0.9, 0.0)])
+def test_scores_identical_to_rank_bm25(k1: float, b: float) -> None:
+    docs = [tokenize(t) for t in CORPUS]
+    ref = BM25Okapi(docs, k1=k1, b=b)
+    ours = SparseBM25(docs, k1=k1, b=b)
+    for q in QUERIES:
+        qt = tokenize(q)
+        np.testing.assert_allclose(ours.get_scores(qt), ref.get_scores(qt), rtol=0, atol=1e-9)
+
+
+def _synthetic_corpus(n: int, seed: int = 7) -> list[list[str]]:
+    rng = random.Random(seed)
+    words = [f"词{i}" for i in range(400)] + ["检索", "向量", "重排", "切块", "召回", "评估"]
+    weights = [1.0 / (i + 1) for i in range(len(words))]  # Zipf-like, so idf varies
+    return [rng.choices(words, weights, k=rng.randint(5, 60)) for _ in range(n)]
+
+
+def test_top10_agreement_with_rank_bm25_on_a_few_hundred_docs() -> None:
+    docs = _synthetic_corpus(400)
+    ref = RankBM25Reference(docs)
+    ours = SparseBM25(docs)
+    rng = random.Random(1)
+    vocab = sorted({t for d in docs for t in d})
+    agree = []
+    for _ in range(50):
+        q = rng.sample(vocab, 3)
+        a = [i for i, _ in ours.top_n(q, 10)]
+        b = [i for i, _ in ref.top_n(q, 10)]
+        agree.append(len(set(a) & set(b)) / max(1, len(b)))
+        assert a == b  # same scores and the same tie-break => identical lists
+    assert sum(agree) / len(agree) == 1.0
+
+
+def test_top_n_excludes_zero_scores_and_breaks_ties_by_index() -> None:
+    docs = [["x"], ["y"], ["x"], ["z"], ["x"], ["q"], ["r"]]  # idf(x) = ln(4.5/3.5) > 0
+    bm = SparseBM25(docs)
+    top = bm.top_n(["x"], 10)
+    assert [i for i, _ in top] == [0, 2, 4]  # equal scores: index ascending
+    assert all(s > 0 for _, s in top)
+    assert [i for i, _ in bm.top_n(["x"], 2)] == [0, 2]
+    assert bm.top_n(["nothing"], 5) == []
+    assert bm.top_n(["x"], 0) == []
+
+
+def test_top_n_allowed_mask() -> None:
+    docs = [["x"], ["x", "x"], ["x", "y"], ["y"], ["z"], ["w"], ["v"]]
+    bm = SparseBM25(docs)
+    mask = np.array([True, False, True, True])
+    assert 1 not in [i for i, _ in bm.top_n(["x"], 10, mask)]
+    assert [i for i, _ in bm.top_n(["x"], 10, mask)] == [
+        i for i, _ in bm.top_n(["x"], 10) if mask[i]
+    ]
+
+
+def test_serialisation_round_trip_and_with_params() -> None:
+    docs = [tokenize(t) for t in CORPUS]
+    bm = SparseBM25(docs)
+    back = SparseBM25.from_bytes(bm.to_bytes(), k1=1.5, b=0.75)
+    q = tokenize("向量检索 召回")
+    np.testing.assert_array_equal(back.get_scores(q), bm.get_scores(q))
+    other = bm.with_params(1.2, 0.5)
+    np.testing.assert_allclose(
+        other.get_scores(q), SparseBM25(docs, k1=1.2, b=0.5).get_scores(q), atol=1e-12
+    )
+
+
+def test_empty_corpus_and_empty_documents() -> None:
+    assert SparseBM25([]).top_n(["x"], 5) == []
+    bm = SparseBM25([[], [], []])
+    assert bm.top_n(["x"], 5) == []
+    assert RankBM25Reference([[], []]).top_n(["x"], 5) == []
+    mixed = SparseBM25([[], ["x"], ["y"]])
+    assert [i for i, _ in mixed.top_n(["x"], 5)] == [1]
+
+
+def test_make_bm25_backends_agree() -> None:
+    docs = [tokenize(t) for t in CORPUS]
+    a = make_bm25(docs, 1.5, 0.75, "sparse")
+    b = make_bm25(docs, 1.5, 0.75, "rank_bm25")
+    for q in QUERIES:
+        qt = tokenize(q)
+        assert [i for i, _ in a.top_n(qt, 5)] == [i for i, _ in b.top_n(qt, 5)]
+    with pytest.raises(ValueError, match=r"lexical\.backend"):
+        make_bm25(docs, 1.5, 0.75, "elastic")
+
+
+@pytest.mark.slow
+def test_sparse_bm25_scales_to_100k_documents() -> None:
+    import time
+
+    docs = _synthetic_corpus(100_000, seed=3)
+    t0 = time.perf_counter()
+    bm = SparseBM25(docs)
+    build_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    for q in (["检索", "向量"], ["词5", "词17", "召回"], ["重排"]):
+        bm.top_n(q, 10)
+    query_ms = (time.perf_counter() - t0) / 3 * 1000
+    assert build_s < 60
+    assert query_ms < 200

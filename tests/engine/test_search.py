@@ -1,0 +1,327 @@
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine.config import EngineConfig
+from engine.errors import ConfigError, EngineError, IndexMissingError, UnknownNodeError
+from engine.indexer import build_index
+from engine.pipeline import rank
+from engine.search import Engine, normalize_filters
+from engine.tree import parse_kb
+from tests.engine.engine_kit import HASH_CFG, CountingEmbedder, FakeReranker, write_kb
+
+RERANK_CFG = HASH_CFG.with_overrides({"rerank.provider": "http", "rerank.base_url": "http://x"})
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("search")
+    kb_dir = write_kb(root / "kb")
+    build_index(parse_kb(kb_dir), HASH_CFG, str(root / "idx"), embedder=CountingEmbedder())
+    return kb_dir, root / "idx"
+
+
+@pytest.fixture(scope="module")
+def engine(built: tuple[Path, Path]) -> Engine:
+    kb_dir, idx = built
+    return Engine.open(kb_dir, idx, HASH_CFG)
+
+
+def test_open_without_index_says_what_to_run(tmp_path: Path) -> None:
+    kb_dir = write_kb(tmp_path / "kb")
+    with pytest.raises(IndexMissingError, match=r"no index at .*; run `wikirag index --kb .*kb`"):
+        Engine.open(kb_dir, tmp_path / "nothing", HASH_CFG)
+
+
+@pytest.mark.parametrize("q", ["", "   ", "\n\t"])
+def test_empty_query_is_an_error(engine: Engine, q: str) -> None:
+    with pytest.raises(EngineError, match="query is empty"):
+        engine.search(q)
+
+
+def test_search_response_shape(engine: Engine) -> None:
+    resp = engine.search("重排会增加延迟吗", top_k=3)
+    assert resp.results[0].node_id == "retrieval/rerank#重排/延迟"
+    assert len(resp.results) == 3 and resp.total >= 3
+    top = resp.results[0]
+    assert set(top.rank_source) == {"vector", "bm25", "rerank"}
+    assert top.rank_source["rerank"] is None
+    assert top.breadcrumb == ["重排", "延迟"] and top.title == "延迟"
+    assert top.content.startswith("## 延迟")
+    assert top.metadata == {
+        "file_path": "retrieval/rerank.md",
+        "line": top.metadata["line"],
+        "anchor": "延迟",
+        "level": 2,
+        "keywords": ["重排", "rerank", "交叉编码器"],
+        "doc_type": "concept",
+        "priority": "P1",
+        "category": "retrieval",
+    }
+    assert set(resp.timings) == {"expand", "embed", "vector", "bm25", "fusion", "rerank", "inject"}
+    assert resp.config_hash == HASH_CFG.hash
+    assert resp.index_stats["rows"] == 12 and resp.index_stats["fresh"] is True
+    d = resp.to_dict()
+    assert d["results"][0]["node_id"] == top.node_id and d["total"] == resp.total
+
+
+def test_search_equals_rank_of_candidates(engine: Engine) -> None:
+    """Cached evaluation (rank over candidates) gives exactly the live ranking."""
+    cfg = engine.config
+    for q in ["切块策略", "召回率", "交叉编码器 查询"]:
+        live = engine.search(q, top_k=5)
+        cands = engine.candidates(q, pool=200)
+        ranked = rank(cands, cfg, top_k=5, mode="hybrid", rerank_scores=None)
+        assert [r.node_id for r in live.results] == [r.node_id for r in ranked]
+        assert [r.score for r in live.results] == [r.score for r in ranked]
+
+
+def test_modes_use_one_channel(engine: Engine) -> None:
+    kw = engine.search("交叉编码器", mode="keyword")
+    assert all(r.rank_source["vector"] is None for r in kw.results)
+    assert kw.timings["embed"] == 0.0
+    vec = engine.search("交叉编码器", mode="vector")
+    assert all(r.rank_source["bm25"] is None for r in vec.results)
+    with pytest.raises(EngineError, match="search mode"):
+        engine.search("x", mode="fuzzy")
+
+
+def test_expansion_feeds_bm25_only(built: tuple[Path, Path]) -> None:
+    kb_dir, idx = built
+    on = Engine.open(kb_dir, idx, HASH_CFG.with_overrides({"expansion.threshold": 0.3}))
+    off = on.with_config(HASH_CFG.with_overrides({"expansion.enabled": False}))
+    a, b = on.candidates("重排模型", pool=20), off.candidates("重排模型", pool=20)
+    assert a.expansion_terms and not b.expansion_terms
+    assert a.vector == b.vector  # the vector channel sees the original query
+    assert a.bm25 != b.bm25
+
+
+@pytest.mark.parametrize(
+    ("filters", "check"),
+    [
+        ({"category": "rag"}, lambda m: m["category"] == "rag"),
+        ({"priority": ["P0"]}, lambda m: m["priority"] == "P0"),
+        ({"doc_type": "concept", "priority": "P1"}, lambda m: m["category"] == "retrieval"),
+        ({"keywords": ["MRR", "chunking"]}, lambda m: {"MRR", "chunking"} & set(m["keywords"])),
+    ],
+)
+@pytest.mark.parametrize("mode", ["hybrid", "vector", "keyword"])
+def test_filters_apply_to_both_channels(engine: Engine, filters, check, mode: str) -> None:
+    resp = engine.search("检索 切块 重排 召回率 指标", mode=mode, filters=filters, top_k=20)
+    assert resp.results
+    assert all(check(r.metadata) for r in resp.results)
+    cands = engine.candidates("检索 切块 重排 召回率 指标", pool=50, filters=filters)
+    allowed = {n.node_id for n in engine.kb.nodes.values() if check(_meta(n))}
+    assert {nid for nid, _ in cands.vector} <= allowed
+    assert {nid for nid, _ in cands.bm25} <= allowed
+
+
+def _meta(node) -> dict:
+    from engine.search import node_metadata
+
+    return node_metadata(node)
+
+
+def test_filter_validation() -> None:
+    assert normalize_filters({"category": "rag", "keywords": ["a", "a", " b "]}) == {
+        "category": ("rag",),
+        "keywords": ("a", "b"),
+    }
+    with pytest.raises(EngineError, match="unknown filter 'author'"):
+        normalize_filters({"author": "me"})
+    with pytest.raises(EngineError, match="has no value"):
+        normalize_filters({"category": []})
+
+
+def test_lance_vector_backend_equals_numpy(built: tuple[Path, Path], engine: Engine) -> None:
+    kb_dir, idx = built
+    lance = Engine.open(kb_dir, idx, HASH_CFG, vector_backend="lance")
+    for q, f in [("重排 延迟", None), ("切块", {"category": "rag"}), ("指标", {"keywords": "MRR"})]:
+        a = engine.candidates(q, pool=10, filters=f, mode="vector").vector
+        b = lance.candidates(q, pool=10, filters=f, mode="vector").vector
+        assert [n for n, _ in a] == [n for n, _ in b]
+        np.testing.assert_allclose([s for _, s in a], [s for _, s in b], atol=1e-5)
+
+
+def test_result_expansion(engine: Engine) -> None:
+    q = "切块策略 按标题切块"
+    r = engine.search(q, top_k=1, expand="children", mode="keyword").results[0]
+    assert r.node_id == "rag/chunking#切块策略/按标题切块"
+    assert r.expanded == []
+    sib = engine.search(q, top_k=1, expand="siblings", mode="keyword").results[0]
+    assert [e["node_id"] for e in sib.expanded] == ["rag/chunking#切块策略/固定长度切块"]
+    assert sib.expanded[0]["relation"] == "sibling"
+    par = engine.search(q, top_k=1, expand="parent", mode="keyword").results[0]
+    assert [e["node_id"] for e in par.expanded] == ["rag/chunking#切块策略"]
+    with pytest.raises(EngineError, match="expand must be one of"):
+        engine.search(q, expand="cousins")
+
+
+def test_rerank_reorders_and_reports_ranks(built: tuple[Path, Path]) -> None:
+    kb_dir, idx = built
+    fake = FakeReranker({"MRR 是第一个": 0.99, "交叉编码器同时": 0.5})
+    eng = Engine.open(kb_dir, idx, RERANK_CFG, reranker=fake)
+    resp = eng.search("重排 延迟", top_k=3)
+    assert [r.node_id for r in resp.results[:2]] == [
+        "evaluation/metrics#检索指标/mrr",
+        "retrieval/rerank#重排/交叉编码器",
+    ]
+    assert [r.rank_source["rerank"] for r in resp.results[:2]] == [1, 2]
+    assert resp.results[0].score == pytest.approx(0.99)
+    assert fake.calls[-1][1] <= RERANK_CFG.rerank.max_candidates
+    assert eng.reranker_name == "fake-reranker"
+    scores = eng.rerank_scores("q", ["evaluation/metrics#检索指标/mrr", "not-a-node"])
+    assert scores == {"evaluation/metrics#检索指标/mrr": 0.99}
+    plain = eng.search("重排 延迟", top_k=3, rerank=False)
+    assert all(r.rank_source["rerank"] is None for r in plain.results)
+
+
+def test_rerank_failure_still_answers_with_a_warning(built: tuple[Path, Path]) -> None:
+    kb_dir, idx = built
+    eng = Engine.open(kb_dir, idx, RERANK_CFG, reranker=FakeReranker({}, fail=True))
+    resp = eng.search("重排 延迟", top_k=3)
+    assert resp.results and all(r.rank_source["rerank"] is None for r in resp.results)
+    assert any("rerank failed" in w and "timed out" in w for w in resp.warnings)
+
+
+def test_rerank_requested_without_provider_warns(engine: Engine) -> None:
+    resp = engine.search("重排", rerank=True)
+    assert resp.results and any("rerank.provider is none" in w for w in resp.warnings)
+
+
+def test_parent_child_injection(built: tuple[Path, Path]) -> None:
+    kb_dir, idx = built
+    cfg = RERANK_CFG.with_overrides({"injection.enabled": True})
+    fake = FakeReranker({"重排模型对候选做精排": 0.95})
+    eng = Engine.open(kb_dir, idx, cfg, reranker=fake)
+    resp = eng.search("重排", top_k=3)
+    parent = "retrieval/rerank#重排"
+    assert [(r.node_id, r.injected_from) for r in resp.results] == [
+        (parent, None),
+        ("retrieval/rerank#重排/交叉编码器", parent),
+        ("retrieval/rerank#重排/延迟", parent),
+    ]
+    assert resp.results[0].score == pytest.approx(0.95)
+    assert [r.score for r in resp.results[1:]] == [pytest.approx(0.95 * 0.5)] * 2
+    assert resp.results[1].rank_source == {"vector": None, "bm25": None, "rerank": None}
+
+
+def test_chapter_navigation_and_unknown_ids(engine: Engine) -> None:
+    node = engine.chapter("rag/chunking#切块策略")
+    assert node.title == "切块策略"
+    assert [n.title for n in engine.children("rag/chunking#切块策略")] == [
+        "按标题切块",
+        "固定长度切块",
+    ]
+    assert [n.title for n in engine.siblings("rag/chunking#切块策略/按标题切块")] == [
+        "固定长度切块"
+    ]
+    assert engine.parent("rag/chunking#切块策略").node_id == "rag/chunking"
+    assert engine.parent("rag/chunking") is None
+    with pytest.raises(UnknownNodeError, match="did you mean rag/chunking#切块策略"):
+        engine.chapter("rag/chunking#切块策")
+    with pytest.raises(UnknownNodeError):
+        engine.children("zzz")
+
+
+def test_stats_reports_freshness(tmp_path: Path) -> None:
+    kb_dir = write_kb(tmp_path / "kb")
+    build_index(parse_kb(kb_dir), HASH_CFG, str(tmp_path / "idx"), embedder=CountingEmbedder())
+    eng = Engine.open(kb_dir, tmp_path / "idx", HASH_CFG)
+    s = eng.stats()
+    assert (s["documents"], s["chapters"], s["nodes"]) == (3, 9, 12)
+    assert s["index"]["rows"] == 12 and s["embedder"]["provider"] == "hash"
+    assert s["freshness"]["fresh"] is True
+    (kb_dir / "new.md").write_text("# 新文档\n\n内容。\n", "utf-8")
+    eng.refresh()
+    assert eng.stats()["freshness"] == {"new": 2, "changed": 0, "deleted": 0, "fresh": False}
+
+
+def test_with_config_shares_index_and_checks_embedder(engine: Engine) -> None:
+    other = engine.with_config(HASH_CFG.with_overrides({"fusion.bm25_weight": 3.0}))
+    assert other is not engine and other.kb is engine.kb
+    assert other.index_fingerprint == engine.index_fingerprint
+    assert engine.with_config(HASH_CFG) is engine
+    assert other.search("重排").config_hash != engine.search("重排").config_hash
+    with pytest.raises(ConfigError, match="index was built with embedder hash"):
+        engine.with_config(HASH_CFG.with_overrides({"embedding.dims": 64}))
+
+
+def test_concurrent_searches_match_sequential(engine: Engine) -> None:
+    queries = ["重排", "切块", "召回率", "交叉编码器", "MRR", "延迟"] * 5
+    expected = {q: [r.node_id for r in engine.search(q).results] for q in set(queries)}
+    errors: list[BaseException] = []
+    got: list[tuple[str, list[str]]] = []
+
+    def worker(qs: list[str]) -> None:
+        try:
+            for q in qs:
+                got.append((q, [r.node_id for r in engine.search(q).results]))
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(queries[i::4],)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert all(ids == expected[q] for q, ids in got) and len(got) == len(queries)
+
+
+def test_searches_keep_working_during_a_hot_rebuild(tmp_path: Path) -> None:
+    kb_dir = write_kb(tmp_path / "kb")
+    idx = tmp_path / "idx"
+    build_index(parse_kb(kb_dir), HASH_CFG, str(idx), embedder=CountingEmbedder())
+    eng = Engine.open(kb_dir, idx, HASH_CFG)
+    assert "faq#冷启动" not in {r.node_id for r in eng.search("冷启动 预热").results}
+    (kb_dir / "faq.md").write_text("# 冷启动\n\n冷启动时先预热模型和索引。\n", "utf-8")
+
+    stop = threading.Event()
+    errors: list[BaseException] = []
+    count = [0]
+
+    def searcher() -> None:
+        while not stop.is_set():
+            try:
+                assert eng.search("冷启动 预热").results
+                count[0] += 1
+            except BaseException as exc:
+                errors.append(exc)
+                return
+
+    t = threading.Thread(target=searcher)
+    t.start()
+    try:
+        first = eng.rebuild(force=True)  # full rebuild: new table, old one dropped after
+        second = eng.rebuild()  # incremental: nothing changed
+    finally:
+        stop.set()
+        t.join()
+    assert errors == [] and count[0] > 0
+    assert first.full_rebuild and second.embedded == 0
+    assert eng.search("冷启动 预热").results[0].node_id == "faq#冷启动"
+
+
+def test_refresh_picks_up_an_index_built_elsewhere(tmp_path: Path) -> None:
+    kb_dir = write_kb(tmp_path / "kb")
+    idx = tmp_path / "idx"
+    build_index(parse_kb(kb_dir), HASH_CFG, str(idx), embedder=CountingEmbedder())
+    eng = Engine.open(kb_dir, idx, HASH_CFG)
+    before = eng.index_fingerprint
+    assert eng.refresh() is False
+    (kb_dir / "faq.md").write_text("# 冷启动\n\n冷启动时先预热模型。\n", "utf-8")
+    build_index(parse_kb(kb_dir), HASH_CFG, str(idx), embedder=CountingEmbedder())
+    assert eng.refresh() is True and eng.index_fingerprint != before
+    assert eng.search("冷启动").results[0].node_id == "faq#冷启动"
+
+
+def test_default_config_requires_matching_index(built: tuple[Path, Path]) -> None:
+    kb_dir, idx = built
+    emb = CountingEmbedder(dims=32)
+    with pytest.raises(ConfigError, match="run `wikirag index`"):
+        Engine.open(kb_dir, idx, EngineConfig(), embedder=emb)
