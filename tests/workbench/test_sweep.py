@@ -1,0 +1,136 @@
+import csv
+import io
+import json
+
+import pytest
+
+from engine.config import EngineConfig
+from engine.errors import ConfigError
+from workbench.evaluate import EvalRun, QueryResult
+from workbench.golden import GoldenItem, GoldenSet
+from workbench.sweep import (
+    best_index,
+    expand_grid,
+    format_sweep,
+    parse_grid_arg,
+    sweep,
+    sweep_figures,
+)
+
+GS = GoldenSet("gs", ())
+
+
+def test_parse_grid_arg_reads_yaml_values():
+    assert parse_grid_arg("fusion.k=10,30,60.5") == ("fusion.k", [10, 30, 60.5])
+    assert parse_grid_arg("expansion.enabled=true,false") == ("expansion.enabled", [True, False])
+    assert parse_grid_arg("search.mode=hybrid, keyword") == ("search.mode", ["hybrid", "keyword"])
+    with pytest.raises(ConfigError, match="KEY=v1,v2"):
+        parse_grid_arg("fusion.k")
+
+
+def test_expand_grid_order_and_checks():
+    base = EngineConfig()
+    pts = expand_grid(base, {"fusion.k": [10, 60], "fusion.bm25_weight": [1, 2, 3]})
+    assert pts[:4] == [
+        {"fusion.k": 10, "fusion.bm25_weight": 1},
+        {"fusion.k": 10, "fusion.bm25_weight": 2},
+        {"fusion.k": 10, "fusion.bm25_weight": 3},
+        {"fusion.k": 60, "fusion.bm25_weight": 1},
+    ]
+    assert len(pts) == 6
+    with pytest.raises(ConfigError, match="1 or 2 keys"):
+        expand_grid(base, {"fusion.k": [1], "fusion.multiplier": [2], "lexical.b": [0.5]})
+    with pytest.raises(ConfigError, match="unknown config key"):
+        expand_grid(base, {"fusion.kk": [1]})
+    with pytest.raises(ConfigError, match=">= 0"):
+        expand_grid(base, {"fusion.k": [10, -1]})
+    with pytest.raises(ConfigError, match="no values"):
+        expand_grid(base, {"fusion.k": []})
+
+
+def _run(cfg, split, recall, mrr, lat):
+    item = GoldenItem("q1", "q", ("a",), split=split)
+    m = {"recall@5": recall, "mrr": mrr, "hit@5": 1.0, "ndcg@10": recall}
+    res = [QueryResult(item, cfg.search.mode, [], m, lat, [], None)]
+    return EvalRun("r", "t", cfg, "gs", "", "h", split, (cfg.search.mode,), False, res)
+
+
+class FakeEvaluator:
+    """Recall peaks at fusion.k=30; bm25_weight 2 adds 0.1; holdout is 0.1 lower."""
+
+    def __init__(self, cfg, calls=None):
+        self.cfg = cfg
+        self.calls = calls if calls is not None else []
+
+    def run(self, gs, cfg, *, modes, split):
+        self.calls.append((cfg.fusion.k, cfg.fusion.bm25_weight, split))
+        k, w = cfg.fusion.k, cfg.fusion.bm25_weight
+        recall = 0.5 + (0.2 if k == 30 else 0.0) + (0.1 if w == 2 else 0.0)
+        recall -= 0.1 if split == "holdout" else 0.0
+        return _run(cfg, split, recall, recall / 2, lat=k + 10 * w)
+
+
+def test_sweep_one_key_best_point_and_holdout():
+    calls = []
+    res = sweep(
+        None,
+        EngineConfig(),
+        {"fusion.k": [10, 30, 60]},
+        GS,
+        evaluator_for=lambda cfg: FakeEvaluator(cfg, calls),
+    )
+    assert [p.values for p in res.points] == [{"fusion.k": k} for k in (10, 30, 60)]
+    assert res.best.values == {"fusion.k": 30}
+    assert res.best.tune["recall@5"] == pytest.approx(0.7)
+    assert res.best.holdout["recall@5"] == pytest.approx(0.6)
+    assert res.best.latency_p95 == pytest.approx(40.0)
+    assert [c[2] for c in calls] == ["tune", "holdout"] * 3
+    text = format_sweep(res)
+    assert "best on tune: fusion.k=30" in text
+    assert "wikirag experiment try --set fusion.k=30" in text
+    assert len(sweep_figures(res)) == 2
+
+
+def test_sweep_two_keys_matrix_csv_json():
+    res = sweep(
+        None,
+        EngineConfig(),
+        {"fusion.k": [10, 30], "fusion.bm25_weight": [1.0, 2.0]},
+        GS,
+        evaluator_for=FakeEvaluator,
+    )
+    assert res.matrix("recall@5") == [
+        [pytest.approx(0.5), pytest.approx(0.6)],
+        [pytest.approx(0.7), pytest.approx(0.8)],
+    ]
+    assert res.best.values == {"fusion.k": 30, "fusion.bm25_weight": 2.0}
+    rows = list(csv.DictReader(io.StringIO(res.to_csv())))
+    assert len(rows) == 4
+    assert {"fusion.k", "tune_recall@5", "holdout_recall@5", "latency_p95"} <= set(rows[0])
+    data = json.loads(res.to_json())
+    assert data["best"]["fusion.k"] == 30 and len(data["rows"]) == 4
+    assert "tune recall@5: rows fusion.k, columns fusion.bm25_weight" in format_sweep(res)
+    figs = sweep_figures(res)
+    assert figs[0].data[0].type == "heatmap"
+
+
+def test_best_index_tie_breaks():
+    # equal recall: higher MRR wins; then lower p95; then grid order
+    base = EngineConfig()
+
+    def point(recall, mrr, lat):
+        from workbench.sweep import _point
+
+        run = _run(base, "tune", recall, mrr, lat)
+        return _point({}, base, "hybrid", run, run)
+
+    assert best_index([point(0.5, 0.3, 5), point(0.5, 0.4, 50)]) == 1
+    assert best_index([point(0.5, 0.4, 50), point(0.5, 0.4, 5)]) == 1
+    assert best_index([point(0.5, 0.4, 5), point(0.5, 0.4, 5)]) == 0
+    assert best_index([point(0.4, 0.9, 1), point(0.5, 0.1, 99)]) == 1
+
+
+def test_pareto_front():
+    res = sweep(None, EngineConfig(), {"fusion.k": [10, 30, 60]}, GS, evaluator_for=FakeEvaluator)
+    # k=10: 0.5 @ 20 ms; k=30: 0.7 @ 40 ms; k=60: 0.5 @ 70 ms (dominated)
+    assert res.pareto() == [0, 1]
