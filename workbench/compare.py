@@ -18,6 +18,7 @@ from engine.config import EngineConfig, parse_override
 from engine.errors import ConfigError, EngineError
 from workbench.evaluate import EvalRun, QueryResult
 from workbench.golden import GoldenSet
+from workbench.scorecard import md_cell
 from workbench.stats import PairedComparison, compare_paired
 
 TABLE_MEASURES = (
@@ -265,20 +266,16 @@ def compare_configs(
     return compare_runs(runs, modes=modes)
 
 
-def _cell(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
 def _rank(r: int | None) -> str:
     return "-" if r is None else str(r)
 
 
 def comparison_markdown(c: Comparison) -> str:
-    labels = [_cell(lab) for lab in c.labels]
+    labels = [md_cell(lab) for lab in c.labels]
     out = [
         f"# Compare: {' vs '.join(labels)}",
         "",
-        f"Dataset {_cell(c.dataset)}, split {c.split}, {c.queries} queries. "
+        f"Dataset {md_cell(c.dataset)}, split {c.split}, {c.queries} queries. "
         f"Deltas are against `{labels[0]}`.",
         "",
         "| measure | " + " | ".join(labels) + " |",
@@ -321,7 +318,7 @@ def comparison_markdown(c: Comparison) -> str:
         ]
         for q in ch:
             out.append(
-                f"| {_cell(q.id)} | {_cell(q.query)} | {q.recall5_before:.2f} → "
+                f"| {md_cell(q.id)} | {md_cell(q.query)} | {q.recall5_before:.2f} → "
                 f"{q.recall5_after:.2f} | {q.mrr_before:.2f} → {q.mrr_after:.2f} | "
                 f"{_rank(q.rank_before)} → {_rank(q.rank_after)} |"
             )

@@ -9,6 +9,7 @@ targets it, otherwise an action. ``build_scorecard`` is pure given the evidence;
 
 from __future__ import annotations
 
+import html
 import itertools
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -18,7 +19,7 @@ from typing import Any
 from engine.config import EngineConfig
 from engine.errors import EngineError
 from workbench import golden
-from workbench.evaluate import EvalRun
+from workbench.evaluate import CAUSES, EvalRun
 
 WEIGHTS: dict[str, int] = {
     "recall5": 25,
@@ -190,8 +191,10 @@ def scorecard_markdown(card: Mapping[str, Any], heading: str = "#") -> str:
 
 
 def md_cell(text: Any) -> str:
-    """Text safe inside a Markdown table cell (pipes and newlines would break the row)."""
-    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    """Text safe inside a Markdown table cell: pipes and newlines would break the row, and
+    Markdown renders raw HTML, so ``<``, ``>`` and ``&`` become entities."""
+    text = html.escape(str(text), quote=False)
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
 
 
 def _fmt(v: Any) -> str:
@@ -233,7 +236,7 @@ def _recall_fix(run: EvalRun, mode: str, cfg: EngineConfig) -> list[tuple[dict[s
     m, vw, bw = cfg.fusion.multiplier, cfg.fusion.vector_weight, cfg.fusion.bm25_weight
     widen = (
         {"fusion.multiplier": min(100, m + 2)},
-        f"misses are mostly '{top or 'cut at K'}': a wider candidate pool "
+        f"misses are mostly '{CAUSES.get(top or 'cut_at_k')}': a wider candidate pool "
         f"(top_k x {m} -> x {min(100, m + 2)}) lets more relevant chapters reach fusion",
     )
     if top == "dropped_by_fusion":
