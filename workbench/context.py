@@ -60,7 +60,17 @@ def resolve(
     return Workspace(
         kb=kb_path,
         index=Path(index) if index else Path(state_root) / name,
-        dataset=Path(dataset) if dataset else Path("datasets") / f"{name}.yaml",
+        dataset=_dataset_path(dataset, name),
         experiments=exp,
         config_path=cfg,
     )
+
+
+def _dataset_path(dataset: str | Path | None, kb_name: str) -> Path:
+    """A path as given, or a bare name like ``wiki`` meaning ``datasets/wiki.yaml``."""
+    if not dataset:
+        return Path("datasets") / f"{kb_name}.yaml"
+    p = Path(dataset)
+    if not p.exists() and p.suffix == "" and len(p.parts) == 1:
+        return Path("datasets") / f"{p.name}.yaml"
+    return p
