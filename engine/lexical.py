@@ -142,7 +142,15 @@ class SparseBM25:
         avg_idf = float(idf.mean()) if len(idf) else 0.0
         idf[idf < 0] = self.epsilon * avg_idf
         self.idf = idf
-        self._weights = self._term_major_weights()
+        self._weights_cache: sp.csr_matrix | None = None
+
+    @property
+    def _weights(self) -> sp.csr_matrix:
+        # Computed on first query: k1/b sweeps build several of these from shared counts.
+        # A race only computes the same matrix twice.
+        if self._weights_cache is None:
+            self._weights_cache = self._term_major_weights()
+        return self._weights_cache
 
     def _term_major_weights(self) -> sp.csr_matrix:
         c = self.counts

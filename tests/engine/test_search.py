@@ -325,3 +325,19 @@ def test_default_config_requires_matching_index(built: tuple[Path, Path]) -> Non
     emb = CountingEmbedder(dims=32)
     with pytest.raises(ConfigError, match="run `wikirag index`"):
         Engine.open(kb_dir, idx, EngineConfig(), embedder=emb)
+
+
+@pytest.mark.slow
+def test_real_default_embedder_end_to_end(tmp_path: Path) -> None:
+    """The shipped default (multilingual USE) indexes, expands and searches the tiny KB."""
+    kb_dir = write_kb(tmp_path / "kb")
+    cfg = EngineConfig()
+    report = build_index(parse_kb(kb_dir), cfg, str(tmp_path / "idx"))
+    assert report.rows == 12 and report.warnings == []
+    eng = Engine.open(kb_dir, tmp_path / "idx", cfg)
+    assert eng.stats()["embedder"]["provider"] == "use"
+    resp = eng.search("重排会带来多少延迟？", top_k=3)
+    assert resp.results[0].node_id == "retrieval/rerank#重排/延迟"
+    # English query, Chinese KB: the multilingual vectors still find the chapter.
+    vec = eng.search("how is recall measured", mode="vector", top_k=3)
+    assert "evaluation/metrics#检索指标/召回率" in [r.node_id for r in vec.results]
