@@ -157,8 +157,10 @@ def expand(
 ) -> list[str]:
     """Vocabulary terms with cosine >= ``threshold`` to some query term, best first.
 
-    Terms already in the query (as a token or a substring) are skipped; each candidate
-    keeps its best similarity over the query terms; ties are broken alphabetically.
+    Skipped: terms already in the query (as a token or a substring) and terms containing a
+    query term ("检索系统" for "检索": jieba's search mode already indexes the sub-word, so
+    it would add nothing but noise). Each candidate keeps its best similarity over the
+    query terms; ties are broken alphabetically.
     All query terms are embedded in one ``embed_documents`` call.
     """
     if vocab is None or len(vocab) == 0 or max_terms <= 0:
@@ -176,10 +178,14 @@ def expand(
     scored = [
         (float(best[i]), vocab.terms[i])
         for i in hits
-        if vocab.terms[i] not in present and vocab.terms[i] not in lowered
+        if not _redundant(vocab.terms[i], present, lowered)
     ]
     scored.sort(key=lambda st: (-st[0], st[1]))
     return [t for _, t in scored[:max_terms]]
+
+
+def _redundant(term: str, query_terms: set[str], lowered_query: str) -> bool:
+    return term in query_terms or term in lowered_query or any(q in term for q in query_terms)
 
 
 def fallback_expand(query: str, max_terms: int, *, mode: str = "jieba-search") -> list[str]:

@@ -73,6 +73,12 @@ def test_expand_threshold_and_max_terms() -> None:
     assert expand("向量检索", emb, vocab, threshold=0.75, max_terms=0) == []
 
 
+def test_expand_skips_terms_that_contain_a_query_term() -> None:
+    # "检索系统" is as close to "检索" as it gets, but jieba already indexes "检索" inside it.
+    vocab = Vocabulary(("检索系统", "召回"), np.stack([VECS["检索"], VECS["召回"]]), "t")
+    assert expand("检索", TableEmbedder(), vocab, 0.75, 6) == ["召回"]
+
+
 def test_expand_accepts_a_plain_function_and_handles_no_vocab() -> None:
     vocab = _vocab(["召回"])
     fn = TableEmbedder().embed_documents
