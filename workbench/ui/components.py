@@ -86,8 +86,8 @@ def current_config(ws: Workspace) -> tuple[str, EngineConfig]:
 def sidebar(ws: Workspace) -> None:
     """KB path, config picker, index freshness and LLM status, on every page."""
     with st.sidebar:
-        st.markdown(f"**Knowledge base** `{ws.kb}`")
-        st.caption(f"index `{ws.index}` · golden set `{ws.dataset}`")
+        st.markdown(f"**Knowledge base** `{ws.name}`")
+        st.caption(f"KB `{ws.kb}` · index `{ws.index}` · golden set `{ws.dataset}`")
         options = resources.config_options(ws)
         st.selectbox(
             "Config",
@@ -120,8 +120,8 @@ def llm_status(cfg: EngineConfig) -> str:
 
     s = llm_settings(cfg.llm)
     if s is None:
-        return ":gray-badge[No LLM configured] extractive answers"
-    return f":violet-badge[LLM] `{s.model}`"
+        return ":gray-badge[No LLM configured] :small[extractive answers]"
+    return f":violet-badge[LLM] :small[`{s.model}`]"
 
 
 def progress_callback(label: str) -> tuple[Callable[..., None], Any]:
@@ -313,3 +313,154 @@ def _text(cell: Any) -> str:
 
 def _flag(cell: Any) -> bool:
     return isinstance(cell, bool | np.bool_) and bool(cell)
+
+
+def config_specs(ws: Workspace) -> list[str]:
+    """Config names `workbench.compare.parse_config_spec` understands, baseline first."""
+    from workbench.experiments import ExperimentStore
+
+    versions = ExperimentStore(ws.experiments).accepted_versions()
+    return ["baseline", "defaults", *[f"v{v['version']}" for v in reversed(versions)]]
+
+
+def comparison(c: Any, compare: ModuleType) -> None:
+    """A Comparison: metrics with deltas, paired statistics, wins/losses, changed queries."""
+    measures = [*compare.TABLE_MEASURES, *compare.LATENCY]
+    table = {"measure": measures}
+    for i, lab in enumerate(c.labels):
+        name = f"{i + 1}. {lab}"
+        table[name] = [c.metrics[i].get(m, 0.0) for m in measures]
+        if i:
+            table[f"Δ {i + 1}"] = [c.delta(i, m) for m in measures]
+    st.markdown(f"**{c.dataset}** · split {c.split} · {c.queries} queries")
+    st.dataframe(
+        pd.DataFrame(table)
+        .style.format(precision=3)
+        .map(
+            lambda v: "color: #1a7f37" if isinstance(v, float) and v > 1e-9 else "",
+            subset=[k for k in table if k.startswith("Δ")],
+        ),
+        hide_index=True,
+        width="stretch",
+    )
+    rows = []
+    for i in range(1, len(c.labels)):
+        for m, s in c.stats[i - 1].items():
+            rows.append(
+                {
+                    "config": f"{i + 1}. {c.labels[i]}",
+                    "measure": m,
+                    "delta": s.delta,
+                    "95% CI": f"[{s.ci_low:+.3f}, {s.ci_high:+.3f}]",
+                    "p": s.p_value,
+                    "significant": "yes" if s.significant else "no",
+                    "wins/losses/ties": f"{s.wins}/{s.losses}/{s.ties}",
+                }
+            )
+    st.markdown("**Paired statistics** (vs config 1)")
+    st.dataframe(pd.DataFrame(rows).style.format(precision=3), hide_index=True, width="stretch")
+    cols = st.columns(2)
+    for col, fig in zip(cols, compare.comparison_figures(c), strict=False):
+        fig.update_layout(height=340, margin={"l": 10, "r": 10, "t": 40, "b": 10})
+        col.plotly_chart(fig, width="stretch")
+    for i in range(1, len(c.labels)):
+        changed = c.changed[i - 1]
+        diff = ", ".join(f"`{k}`: {a!r} → {b!r}" for k, (a, b) in c.diffs[i - 1].items())
+        with st.expander(
+            f"Queries that changed most: {c.labels[i]} vs {c.labels[0]} ({len(changed)})"
+        ):
+            st.caption(f"config changes: {diff or 'none'}")
+            if changed:
+                st.dataframe(
+                    pd.DataFrame(
+                        [
+                            {
+                                "id": q.id,
+                                "query": q.query,
+                                "Δ recall@5": q.delta_recall5,
+                                "Δ mrr": q.delta_mrr,
+                                "first relevant rank": f"{q.rank_before or '-'} → {q.rank_after or '-'}",
+                            }
+                            for q in changed
+                        ]
+                    ).style.format(precision=3),
+                    hide_index=True,
+                    width="stretch",
+                )
+
+
+def config_value_widget(key: str, current: Any, widget_key: str) -> Any:
+    """A widget for one config key, built from ``engine.config.field_spec``."""
+    from engine.config import field_spec
+
+    spec = field_spec(key)
+    tp, choices = spec["type"], spec["choices"]
+    lo, hi = spec["range"] or (None, None)
+    label = f"New value for `{key}` (now {current!r})"
+    if choices:
+        opts = list(choices)
+        return st.selectbox(label, opts, index=opts.index(current), key=widget_key)
+    if tp is bool:
+        return st.toggle(label, value=not current, key=widget_key)
+    if tp is int:
+        return int(
+            st.number_input(
+                label,
+                min_value=None if lo is None else int(lo),
+                max_value=None if hi is None else int(hi),
+                value=int(current),
+                step=1,
+                key=widget_key,
+            )
+        )
+    if tp is float:
+        return float(
+            st.number_input(
+                label,
+                min_value=None if lo is None else float(lo),
+                max_value=None if hi is None else float(hi),
+                value=float(current),
+                key=widget_key,
+                format="%.4g",
+            )
+        )
+    return st.text_input(label, value=str(current), key=widget_key)
+
+
+def decision(result: Any) -> None:
+    """An ExperimentResult: verdict, every criterion with its measured value, tune vs holdout."""
+    d = result.decision
+    verdict = "Accepted — new baseline" if d.accepted else "Rolled back"
+    (st.success if d.accepted else st.error)(
+        f"Experiment {result.number} · {result.title}: **{verdict}**"
+        + ("" if d.accepted else " — " + "; ".join(d.reasons))
+    )
+    st.dataframe(
+        pd.DataFrame(
+            [
+                {
+                    "criterion": c.name,
+                    "measured": c.value,
+                    "needs": c.threshold,
+                    "result": "✅ pass" if c.passed else "❌ fail",
+                }
+                for c in d.criteria
+            ]
+        ).style.format({"measured": "{:+.4f}"}),
+        hide_index=True,
+        width="stretch",
+    )
+    measures = ("recall@5", "mrr", "hit@5", "ndcg@10", "latency_p50")
+    st.dataframe(
+        pd.DataFrame(
+            {
+                "measure": measures,
+                "baseline (tune)": [result.base_tune.get(m, 0.0) for m in measures],
+                "candidate (tune)": [result.cand_tune.get(m, 0.0) for m in measures],
+                "baseline (holdout)": [result.base_holdout.get(m, 0.0) for m in measures],
+                "candidate (holdout)": [result.cand_holdout.get(m, 0.0) for m in measures],
+            }
+        ).style.format(precision=3),
+        hide_index=True,
+        width="stretch",
+    )

@@ -43,7 +43,11 @@ with ui.guarded("Knowledge base"):
             height=420,
             on_select="rerun",
             selection_mode="single-row",
-            column_config={"node_id": None},
+            column_config={
+                "node_id": None,
+                "chapter": st.column_config.TextColumn(width="large"),
+                "file": st.column_config.TextColumn(width="small"),
+            },
             key="kb_tree",
         )
         picked = table.selection.rows if table is not None and table.selection else []
@@ -53,8 +57,8 @@ with ui.guarded("Knowledge base"):
     with view_col:
         ids = [r["node_id"] for r in rows] or list(kb.nodes)
         current = state.selected_node()
-        if current not in kb.nodes:
-            current = ids[0]
+        if current not in kb.nodes:  # start on the first real chapter, not a document node
+            current = next((i for i in ids if kb.nodes[i].level > 0), ids[0])
         choice = st.selectbox(
             "Chapter",
             ids if current in ids else [current, *ids],
@@ -80,11 +84,21 @@ with ui.guarded("Knowledge base"):
         st.caption(" · ".join(meta))
         if node.keywords:
             st.caption("keywords: " + ", ".join(node.keywords))
-        with st.container(border=True, height=380):
-            st.markdown(node.content or "_(this node has no text of its own)_")
+        body = node.content.strip()
+        with st.container(border=True, height=420 if len(body) > 1200 else "content"):
+            st.markdown(body or "_(no text of its own: open one of its chapters below)_")
         kids = kb.children(node.node_id)
-        if kids:
-            st.caption("Children: " + " · ".join(k.title for k in kids))
+        nav = ([node.parent_id] if node.parent_id else []) + [k.node_id for k in kids]
+        if nav:
+            go = st.pills(
+                "Go to parent / chapters inside",
+                nav,
+                key=f"kb_nav_{node.node_id}",
+                format_func=lambda i: ("↑ " if i == node.parent_id else "") + kb.nodes[i].title,
+            )
+            if go:
+                state.set_selected_node(go)
+                st.rerun()
 
     st.divider()
     st.subheader("Search")

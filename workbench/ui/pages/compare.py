@@ -1,0 +1,118 @@
+"""Compare & sweep: 2-4 configs side by side with paired statistics; a 1-2 parameter grid."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from engine.config import all_keys
+from workbench.ui import components as ui
+from workbench.ui import resources, state
+
+st.title("Compare & sweep")
+
+with ui.guarded("Compare & sweep"):
+    ws = resources.workspace()
+    label, cfg = ui.current_config(ws)
+    gs = resources.golden_set(ws)
+    if gs is None:
+        ui.empty_state(
+            "Comparisons need a golden set.", "pages/golden_set.py", "Create the golden set"
+        )
+        st.stop()
+    compare = ui.core("workbench.compare", "wikirag compare")
+    sweep_mod = ui.core("workbench.sweep", "wikirag sweep")
+    bases = ui.config_specs(ws)
+
+    compare_tab, sweep_tab = st.tabs(["Compare configs", "Sweep parameters"])
+    with compare_tab:
+        st.caption(
+            "The first config is the reference: deltas, 95% bootstrap CIs, randomization-test "
+            "p-values and per-query wins/losses are “other − first”. Edit a config on the fly "
+            "with overrides such as `fusion.k=30, fusion.bm25_weight=2`."
+        )
+        n = st.radio("Configs", [2, 3, 4], horizontal=True, key="cmp_n")
+        specs = []
+        for i in range(int(n)):
+            a, b = st.columns([1, 3])
+            base = a.selectbox(f"Config {i + 1}", bases, key=f"cmp_base_{i}")
+            edits = b.text_input(
+                f"Overrides {i + 1}",
+                key=f"cmp_edit_{i}",
+                placeholder="key=value, key=value (optional)",
+                help="Known keys: " + ", ".join(all_keys()),
+            )
+            specs.append(base + ("+" + edits.strip() if edits.strip() else ""))
+        c = st.columns(2)
+        split = c[0].selectbox("Split", ["all", "tune", "holdout"], key="cmp_split")
+        if c[1].button("Compare", key="cmp_run", type="primary", disabled=compare is None):
+            configs = [compare.parse_config_spec(s, ws) for s in specs]
+            progress, bar = ui.progress_callback("Evaluating")
+            result = compare.compare_configs(
+                ws,
+                configs,
+                gs,
+                split=split,
+                evaluator_for=lambda c_: resources.evaluator(ws, c_),
+                progress=progress,
+            )
+            bar.empty()
+            state.set_compare_result(result)
+        result = state.compare_result()
+        if result is not None and compare is not None:
+            ui.comparison(result, compare)
+
+    with sweep_tab:
+        st.caption(
+            f"Sweeps start from the sidebar config (**{label}** `{cfg.hash}`); decisions read "
+            "the tune split, the holdout columns show whether a gain generalises."
+        )
+        numeric = [k for k in all_keys() if not k.startswith(("llm.", "embedding."))]
+        a, b = st.columns(2)
+        k1 = a.selectbox("Parameter 1", numeric, index=numeric.index("fusion.k"), key="sw_k1")
+        v1 = a.text_input("Values 1", "10, 30, 60", key="sw_v1")
+        k2 = b.selectbox("Parameter 2 (optional)", ["(none)", *numeric], key="sw_k2")
+        v2 = b.text_input("Values 2", "", key="sw_v2", placeholder="e.g. 0.5, 1, 2")
+        c = st.columns(3)
+        split = c[0].selectbox("Decide on", ["tune", "all"], key="sw_split")
+        measure = c[1].selectbox("Measure", ["recall@5", "mrr", "hit@5", "ndcg@10"], key="sw_m")
+        if c[2].button("Run sweep", key="sw_run", type="primary", disabled=sweep_mod is None):
+            grid = dict([sweep_mod.parse_grid_arg(f"{k1}={v1}")])
+            if k2 != "(none)" and v2.strip():
+                grid.update([sweep_mod.parse_grid_arg(f"{k2}={v2}")])
+            progress, bar = ui.progress_callback("Sweeping")
+            res = sweep_mod.sweep(
+                ws,
+                cfg,
+                grid,
+                gs,
+                split=split,
+                progress=progress,
+                evaluator_for=lambda c_: resources.evaluator(ws, c_),
+            )
+            bar.empty()
+            state.set_sweep_result(res)
+        res = state.sweep_result()
+        if res is not None and sweep_mod is not None:
+            best = res.best
+            st.success(
+                "Best on "
+                + res.split
+                + ": "
+                + ", ".join(f"`{k}={v}`" for k, v in best.values.items())
+                + f" — {measure} {best.tune.get(measure, 0):.3f}, holdout recall@5 "
+                f"{best.holdout.get('recall@5', 0):.3f}, p95 {best.latency_p95:.1f} ms"
+            )
+            rows = pd.DataFrame(res.rows())
+            st.dataframe(
+                rows.style.highlight_max(
+                    subset=[f"{res.split}_{measure}"], color="rgba(46,160,67,0.3)"
+                ),
+                hide_index=True,
+                width="stretch",
+            )
+            figs = sweep_mod.sweep_figures(res, measure)
+            cols = st.columns(len(figs))
+            for col, fig in zip(cols, figs, strict=True):
+                fig.update_layout(height=380, margin={"l": 10, "r": 10, "t": 40, "b": 10})
+                col.plotly_chart(fig, width="stretch")

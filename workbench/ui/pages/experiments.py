@@ -1,0 +1,137 @@
+"""Experiments: one change vs the baseline, the decision and its reasons, log, restore, optimize."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from engine.config import all_keys
+from workbench.catalog import CATALOG, TIER_NAMES
+from workbench.experiments import ExperimentStore, optimize, run_experiment, trajectory
+from workbench.ui import components as ui
+from workbench.ui import resources, state
+
+st.title("Experiments")
+if msg := state.flash():
+    st.success(msg)
+
+with ui.guarded("Experiments"):
+    ws = resources.workspace()
+    store = ExperimentStore(ws.experiments)
+    gs = resources.golden_set(ws)
+    if gs is None:
+        ui.empty_state(
+            "Experiments are decided on the golden set: create one first.",
+            "pages/golden_set.py",
+            "Create the golden set",
+        )
+        st.stop()
+    base = store.baseline_config()
+    st.caption(
+        f"Baseline `{base.hash}` ({'accepted' if store.baseline.is_file() else 'built-in defaults'})"
+        " — experiments always start from it, whatever the sidebar shows."
+    )
+
+    def evaluator_for(c):
+        return resources.evaluator(ws, c)
+
+    st.subheader("One change")
+    suggestions = {"(choose a knob yourself)": None}
+    for s in CATALOG:
+        for change in s.candidates:
+            text = ", ".join(f"{k}={v}" for k, v in change.items())
+            suggestions[f"{TIER_NAMES[s.tier]} · {s.name}: {text} (risk {s.risk})"] = (s, change)
+    pick = st.selectbox(
+        "Suggestion from the strategy catalog", list(suggestions), key="exp_suggest"
+    )
+    chosen = suggestions[pick]
+    if chosen is None:
+        keys = [k for k in all_keys() if not k.startswith("llm.")]
+        key = st.selectbox("Knob", keys, index=keys.index("fusion.k"), key="exp_key")
+        value = ui.config_value_widget(key, base.get(key), widget_key=f"exp_value_{key}")
+        overrides = {key: value}
+        tier, why = "manual", ""
+    else:
+        strat, overrides = chosen
+        tier, why = TIER_NAMES[strat.tier], strat.why
+        st.info(why)
+    changes = {k: (base.get(k), v) for k, v in overrides.items() if base.get(k) != v}
+    st.markdown(
+        "Change: "
+        + (", ".join(f"`{k}`: {a!r} → **{b!r}**" for k, (a, b) in changes.items()) or "none yet")
+    )
+    c = st.columns([2, 2, 1])
+    title = c[0].text_input("Title (optional)", key="exp_title")
+    notes = c[1].text_input("Notes (optional)", key="exp_notes")
+    if c[2].button("Run experiment", key="exp_run", type="primary", disabled=not changes):
+        with st.status("Evaluating baseline and candidate on tune and holdout…") as status:
+            result = run_experiment(
+                ws, evaluator_for, overrides, title=title or None, tier=tier, notes=notes
+            )
+            status.update(label="Experiment done", state="complete")
+        resources.clear_data()
+        state.set_experiment_result(result)
+    result = state.experiment_result()
+    if result is not None:
+        ui.decision(result)
+
+    left, right = st.columns(2)
+    with left:
+        st.subheader("Trajectory")
+        ui.trajectory_chart(trajectory(store))
+    with right:
+        st.subheader("Restore an accepted version")
+        versions = store.accepted_versions()
+        if not versions:
+            st.caption("No accepted versions yet: version 0 is written with the first experiment.")
+        else:
+            v = st.selectbox(
+                "Version", [x["version"] for x in reversed(versions)], key="exp_restore_v"
+            )
+            if st.button(f"Restore version {v} as the baseline", key="exp_restore"):
+                cfg = store.restore(int(v))
+                resources.clear_data()
+                state.flash(f"Baseline restored to version {v} (config {cfg.hash})")
+                st.rerun()
+
+    st.subheader("Auto-optimize")
+    a, b, c = st.columns([1, 2, 1])
+    budget = a.number_input("Budget (experiments)", 1, 50, 5, key="opt_budget")
+    tiers = b.multiselect(
+        "Tiers", list(TIER_NAMES), default=[1, 2], format_func=TIER_NAMES.get, key="opt_tiers"
+    )
+    if c.button("Start", key="opt_run", disabled=not tiers):
+        progress, bar = ui.progress_callback("Optimizing")
+        results = optimize(
+            ws, evaluator_for, budget=int(budget), tiers=set(tiers), progress=progress
+        )
+        bar.empty()
+        resources.clear_data()
+        state.set_optimize_results(results)
+    results = state.optimize_results()
+    if results is not None:
+        accepted = sum(r.decision.accepted for r in results)
+        st.success(f"{len(results)} experiments, {accepted} accepted")
+        st.dataframe(
+            pd.DataFrame(
+                [
+                    {
+                        "#": r.number,
+                        "change": r.title,
+                        "decision": "accepted" if r.decision.accepted else "rolled back",
+                        "recall@5": f"{r.base_tune.get('recall@5', 0):.3f} → {r.cand_tune.get('recall@5', 0):.3f}",
+                        "why not": "; ".join(r.decision.reasons),
+                    }
+                    for r in results
+                ]
+            ),
+            hide_index=True,
+            width="stretch",
+        )
+
+    st.subheader("Optimization log")
+    if store.log_md.is_file():
+        with st.container(border=True, height=420):
+            st.markdown(store.log_md.read_text(encoding="utf-8"))
+    else:
+        st.caption(f"No log yet at `{store.log_md}`.")

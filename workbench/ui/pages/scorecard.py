@@ -1,0 +1,102 @@
+"""Scorecard: 9 weighted dimensions with evidence and formulas, the grade, the top 3 weaknesses."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from workbench.experiments import run_experiment
+from workbench.ui import components as ui
+from workbench.ui import resources, state
+
+st.title("Scorecard")
+
+with ui.guarded("Scorecard"):
+    ws = resources.workspace()
+    label, cfg = ui.current_config(ws)
+    if resources.golden_set(ws) is None:
+        ui.empty_state(
+            "The scorecard reads an evaluation of the golden set: create one first.",
+            "pages/golden_set.py",
+            "Create the golden set",
+        )
+        st.stop()
+    sc = ui.core("workbench.scorecard", "wikirag scorecard")
+    if sc is None:
+        st.stop()
+
+    def evaluator_for(c):
+        return resources.evaluator(ws, c)
+
+    recompute = st.button("Recompute", key="sc_recompute", help="after a new run or KB edit")
+    card = state.scorecard()
+    if recompute or card is None or card.config_hash != cfg.hash:
+        progress, bar = ui.progress_callback("Scoring")
+        card = sc.compute_scorecard(ws, cfg, progress=progress, evaluator_for=evaluator_for)
+        bar.empty()
+        state.set_scorecard(card)
+
+    g, t, info = st.columns([1, 1, 3])
+    g.metric("Grade", card.grade)
+    t.metric("Score", f"{card.total:.1f} / 100")
+    info.caption(
+        f"config **{label}** `{card.config_hash}` · mode {card.mode} · "
+        f"{card.meta.get('queries', '?')} queries ({card.meta.get('split', 'all')}) · "
+        "A ≥ 90, B ≥ 80, C+ ≥ 70, C ≥ 60, D ≥ 50, else F"
+    )
+
+    dims = pd.DataFrame(
+        [
+            {
+                "dimension": d.name,
+                "weight": d.weight,
+                "score": d.score,
+                "points": d.weight * d.score / 100.0,
+                "evidence": d.rule,
+            }
+            for d in card.dimensions
+        ]
+    )
+    st.dataframe(
+        dims,
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "score": st.column_config.ProgressColumn(min_value=0, max_value=100, format="%.0f"),
+            "points": st.column_config.NumberColumn(format="%.1f"),
+            "evidence": st.column_config.TextColumn(width="large"),
+        },
+    )
+    with st.expander("Formulas and raw evidence"):
+        for d in card.dimensions:
+            st.markdown(f"**{d.name}** (weight {d.weight}) — {d.formula}")
+            st.json(d.evidence, expanded=False)
+
+    st.subheader("Top 3 weaknesses")
+    if not card.weaknesses:
+        st.success("Every dimension scores 100.")
+    for i, d in enumerate(card.weaknesses):
+        with st.container(border=True):
+            st.markdown(
+                f"**{i + 1}. {d.name}** — {d.score:.0f}/100, costs {d.loss / 100:.1f} points"
+            )
+            st.caption(d.rule)
+            if d.action:
+                st.markdown(f"What would raise it: {d.action}")
+            exp = d.next_experiment
+            if exp:
+                change = ", ".join(f"`{k}={v}`" for k, v in exp["overrides"].items())
+                st.markdown(f"Next experiment: {change} — {exp['why']}")
+                if st.button("Run this experiment", key=f"sc_fix_{i}"):
+                    with st.status(f"Trying {change} against the baseline…") as status:
+                        result = run_experiment(
+                            ws,
+                            evaluator_for,
+                            exp["overrides"],
+                            tier="scorecard",
+                            notes=f"suggested by the scorecard ({d.name})",
+                        )
+                        status.update(label="Experiment done", state="complete")
+                    resources.clear_data()
+                    state.set_experiment_result(result)
+                    ui.decision(result)
