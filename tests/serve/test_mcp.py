@@ -193,3 +193,55 @@ def _kb_files(kb: TestKB) -> list[str]:
         for f in files
         if f.endswith(".md")
     )
+
+
+@pytest.mark.slow
+def test_streamable_http_transport(test_kb):
+    """`wikirag mcp --http PORT` serves the same tools at http://127.0.0.1:PORT/mcp."""
+    import socket
+    import subprocess
+    import time
+
+    import httpx
+    from mcp.client.streamable_http import streamable_http_client
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    p = _params(test_kb)
+    args = [a if a != "--stdio" else "--http" for a in p.args]
+    args.insert(args.index("--http") + 1, str(port))
+    proc = subprocess.Popen(
+        [p.command, *args],
+        cwd=p.cwd,
+        env={**os.environ, **(p.env or {})},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/mcp", timeout=2)
+                break
+            except httpx.TransportError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError("mcp --http did not start") from None
+                time.sleep(0.2)
+
+        async def session() -> tuple[set[str], dict[str, Any]]:
+            async with (
+                streamable_http_client(f"http://127.0.0.1:{port}/mcp") as (read, write),
+                ClientSession(read, write) as s,
+            ):
+                await s.initialize()
+                names = {t.name for t in (await s.list_tools()).tools}
+                res = await s.call_tool("search_knowledge", {"query": "RRF", "top_k": 2})
+                return names, _json(res)
+
+        names, body = anyio.run(session)
+        assert names == {"search_knowledge", "get_chapter", "ask"}
+        assert len(body["results"]) == 2 and body["config_hash"] == test_kb.cfg.hash
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
