@@ -239,8 +239,26 @@ def build_index(
         from engine.embedding import make_embedder
 
         embedder = make_embedder(cfg.embedding)
-    sig = embedder.signature
     loc = Location(index_uri, storage_options)
+    with loc.exclusive():  # one builder at a time per index folder, across processes
+        report = _build(kb, cfg, index_uri, storage_options, embedder, loc, progress, force)
+    if drop_old:
+        drop_stale_tables(index_uri, storage_options)
+    report.seconds = time.perf_counter() - t0
+    return report
+
+
+def _build(
+    kb: KnowledgeBase,
+    cfg: EngineConfig,
+    index_uri: str,
+    storage_options: Mapping[str, str] | None,
+    embedder: Embedder,
+    loc: Location,
+    progress: ProgressFn | None,
+    force: bool,
+) -> IndexReport:
+    sig = embedder.signature
     store = Store(index_uri, storage_options)
     report = IndexReport()
     old = read_manifest(loc)
@@ -278,7 +296,6 @@ def build_index(
         )
         if caches_ok:
             report.table, report.version, report.rows = old.table, old.version, len(prev)
-            report.seconds = time.perf_counter() - t0
             return report
 
     if full:
@@ -320,24 +337,26 @@ def build_index(
     )
     loc.write_text(MANIFEST, manifest.to_json())  # the switch: atomic
     _drop_stale_files(loc, manifest)
-    if drop_old:
-        drop_stale_tables(index_uri, storage_options)
     report.table, report.version, report.rows = table_name, version, n_rows
-    report.seconds = time.perf_counter() - t0
     return report
 
 
 def drop_stale_tables(index_uri: str, storage_options: Mapping[str, str] | None = None) -> int:
-    """Drop every chapters_* table the manifest does not name. Returns how many."""
+    """Drop every chapters_* table the manifest does not name. Returns how many.
+
+    Takes the build lock, so a build in progress elsewhere (whose new table the manifest
+    does not name yet) finishes first.
+    """
     loc = Location(index_uri, storage_options)
-    m = read_manifest(loc)
-    if m is None:
-        return 0
-    store = Store(index_uri, storage_options)
-    stale = [t for t in store.table_names() if t.startswith(TABLE_PREFIX) and t != m.table]
-    for t in stale:
-        store.drop_table(t)
-    return len(stale)
+    with loc.exclusive():
+        m = read_manifest(loc)
+        if m is None:
+            return 0
+        store = Store(index_uri, storage_options)
+        stale = [t for t in store.table_names() if t.startswith(TABLE_PREFIX) and t != m.table]
+        for t in stale:
+            store.drop_table(t)
+        return len(stale)
 
 
 def _write_full(

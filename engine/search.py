@@ -276,13 +276,22 @@ class _Shared:
         self.kb_dir = kb_dir
         self.vector_backend = vector_backend
         self.loc = Location(self.index_uri, self.storage_options)
-        self.store = Store(self.index_uri, self.storage_options)
+        self._store: Store | None = None
         self.state: _State | None = None
         self.swap_lock = threading.Lock()  # one state load / rebuild at a time
         self.models_lock = threading.Lock()
         self.embedders: dict[Any, Embedder] = {}
         self.rerankers: dict[Any, Reranker | None] = {}
         self._executor: ThreadPoolExecutor | None = None
+
+    @property
+    def store(self) -> Store:
+        """The LanceDB connection, made on first use (so opening a missing index creates
+        no folder)."""
+        with self.models_lock:
+            if self._store is None:
+                self._store = Store(self.index_uri, self.storage_options)
+            return self._store
 
     def executor(self) -> ThreadPoolExecutor:
         """Threads for the lexical channel of hybrid searches (created on first use)."""

@@ -10,7 +10,7 @@ the expansion vocabulary); ``Location`` reads and writes those, atomically on a 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -135,12 +135,40 @@ class Location:
         if self._dir is not None:
             if not self._dir.is_dir():
                 return []
-            return sorted(p.name for p in self._dir.iterdir() if p.is_file())
+            return sorted(
+                p.name for p in self._dir.iterdir() if p.is_file() and not p.name.startswith(".")
+            )
         import pyarrow.fs as pafs
 
         sel = pafs.FileSelector(self._root, allow_not_found=True, recursive=False)
         infos = self._fs.get_file_info(sel)
-        return sorted(i.base_name for i in infos if i.type == pafs.FileType.File)
+        return sorted(
+            i.base_name
+            for i in infos
+            if i.type == pafs.FileType.File and not i.base_name.startswith(".")
+        )
+
+    @contextlib.contextmanager
+    def exclusive(self, name: str = ".build.lock") -> Iterator[None]:
+        """Hold an inter-process lock while building (local folders; object stores: none).
+
+        ``flock`` is released by the OS when the holder dies, so a crash leaves no stale lock.
+        """
+        if self._dir is None:
+            yield
+            return
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - Windows
+            yield
+            return
+        self._dir.mkdir(parents=True, exist_ok=True)
+        with open(self._dir / name, "a+b") as fh:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
 def _pyarrow_fs(uri: str, options: Mapping[str, str]) -> tuple[Any, str]:
@@ -181,8 +209,6 @@ class Store:
     def __init__(self, uri: str, storage_options: Mapping[str, str] | None = None) -> None:
         self.uri = str(uri)
         self.storage_options = dict(storage_options or {})
-        if is_local(self.uri):
-            _local_path(self.uri).mkdir(parents=True, exist_ok=True)
         try:
             self.db = lancedb.connect(self.uri, storage_options=self.storage_options or None)
         except Exception as exc:  # lancedb raises plain ValueError/OSError/RuntimeError

@@ -194,6 +194,31 @@ def test_drop_stale_tables_keeps_the_current_one(kb_dir: Path, tmp_path: Path) -
     assert Store(str(idx)).table_names() == [report.table]
 
 
+def test_builds_in_two_threads_are_serialised(kb_dir: Path, tmp_path: Path) -> None:
+    import threading
+
+    idx = tmp_path / "idx"
+    reports = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            reports.append(_build(kb_dir, idx, force=True))
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and len(reports) == 2
+    current = read_manifest(Location(str(idx)))
+    assert current.table in {r.table for r in reports}
+    assert Store(str(idx)).table_names() == [current.table]
+    assert (idx / ".build.lock").exists() and ".build.lock" not in Location(str(idx)).names()
+
+
 def test_manifest_is_valid_json_with_hash_pairs(kb_dir: Path, tmp_path: Path) -> None:
     idx = tmp_path / "idx"
     _build(kb_dir, idx)

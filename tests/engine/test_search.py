@@ -35,6 +35,7 @@ def test_open_without_index_says_what_to_run(tmp_path: Path) -> None:
     kb_dir = write_kb(tmp_path / "kb")
     with pytest.raises(IndexMissingError, match=r"no index at .*; run `wikirag index --kb .*kb`"):
         Engine.open(kb_dir, tmp_path / "nothing", HASH_CFG)
+    assert not (tmp_path / "nothing").exists()  # opening creates nothing
 
 
 @pytest.mark.parametrize("q", ["", "   ", "\n\t"])
