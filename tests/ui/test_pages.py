@@ -195,3 +195,50 @@ def test_scorecard_grade_dimensions_and_fix(ui_copy):
         assert (ui_copy["experiments"] / "kb" / "experiments.jsonl").is_file()
     at.switch_page("pages/overview.py").run()
     assert any(m.label == "Grade" for m in at.metric)  # the overview shows it too
+
+
+def test_chat_extractive_answer_citation_and_bad_answer(ui_copy):
+    at = open_page("chat")
+    assert not at.exception
+    assert at.title[0].value == "Chat"
+    assert any("No LLM configured" in i.value for i in at.info)
+    at.chat_input(key="chat_input").set_value("父子块检索的数据结构是什么？").run()
+    assert not at.exception
+    assert "extractive" in texts(at)
+    assert any(e.label.startswith("[1]") for e in at.expander), [e.label for e in at.expander]
+    at.button(key="chat_bad_0").click().run()
+    assert not at.exception
+    assert at.multiselect(key="chat_draft_relevant").value  # cited chapters pre-filled
+    at.text_input(key="chat_draft_query").input("父子块检索的数据结构")
+    next(b for b in at.button if b.label == "Save into the golden set").click().run()
+    assert not at.exception
+    assert "父子块检索的数据结构" in ui_copy["dataset"].read_text(encoding="utf-8")
+    assert any("saved to" in s.value for s in at.success)
+    at.button(key="chat_open_0_1").click().run()  # citation -> Knowledge base page
+    assert not at.exception
+    assert at.title[0].value == "Knowledge base"
+
+
+def test_reports_preview_and_downloads(ui_copy):
+    at = open_page("reports")
+    assert not at.exception
+    assert "No evaluation runs" in texts(at)
+    at.switch_page("pages/evaluate.py").run()
+    next(b for b in at.button if b.label == "Run evaluation").click().run()
+    at.switch_page("pages/reports.py").run()
+    assert not at.exception
+    assert at.title[0].value == "Reports"
+    labels = {b.label for b in at.get("download_button")}
+    assert {"HTML", "Markdown", "CSV", "JSON", "TREC run", "TREC qrels"} <= labels
+    assert "Recall@5" in texts(at) or "recall@5" in texts(at)
+    at.radio(key="rep_view").set_value("HTML").run()
+    assert not at.exception
+
+
+def test_every_page_renders_without_exception(ui_env):
+    at = open_page()
+    for page in ("overview", "knowledge_base", "golden_set", "evaluate", "compare",
+                 "experiments", "scorecard", "chat", "reports"):  # fmt: skip
+        at.switch_page(f"pages/{page}.py").run()
+        assert not at.exception, page
+        assert at.title, page

@@ -464,3 +464,56 @@ def decision(result: Any) -> None:
         hide_index=True,
         width="stretch",
     )
+
+
+def chat_turn(i: int, turn: Mapping[str, Any], kb: Any) -> bool:
+    """One question and its answer with citations, sources and trace; True on "bad answer"."""
+    ans = turn["answer"]
+    with st.chat_message("user"):
+        st.markdown(turn["question"])
+    with st.chat_message("assistant"):
+        if ans.refusal:
+            st.warning(ans.answer)
+        else:
+            st.markdown(ans.answer)
+        kind = ":violet-badge[LLM]" if ans.mode == "llm" else ":gray-badge[extractive]"
+        st.markdown(
+            f"{kind} :small[config {turn.get('config', '')} · {ans.took_ms:.0f} ms · "
+            f"{ans.rounds} retrieval round(s)]"
+        )
+        if ans.notice:
+            st.info(ans.notice)
+        for c in ans.citations:
+            node = kb.nodes.get(c["node_id"])
+            with st.expander(f"[{c['n']}] {breadcrumb(c['breadcrumb'])}"):
+                st.caption(f"`{c['file_path']}` line {c['line']}")
+                st.markdown(node.content if node else "_(chapter no longer in the KB)_")
+                open_chapter_button(c["node_id"], key=f"chat_open_{i}_{c['n']}")
+        with st.expander(f"Retrieved chapters ({len(ans.retrieved)}) and trace"):
+            st.dataframe(
+                pd.DataFrame(
+                    [
+                        {
+                            "n": r["n"],
+                            "chapter": breadcrumb(r["breadcrumb"]),
+                            "score": r["score"],
+                            "file": f"{r.get('file_path')}:{r.get('line')}",
+                        }
+                        for r in ans.retrieved
+                    ]
+                ),
+                hide_index=True,
+                width="stretch",
+            )
+            st.dataframe(
+                pd.DataFrame(ans.trace, columns=["step", "ms", "detail"]).style.format(
+                    {"ms": "{:.1f}"}
+                ),
+                hide_index=True,
+                width="stretch",
+            )
+        return st.button(
+            "👎 Bad answer → golden-set entry",
+            key=f"chat_bad_{i}",
+            help="drafts an entry with the cited chapters pre-filled; review and save it",
+        )

@@ -1,0 +1,146 @@
+"""Chat: answers with citations under the chosen config; any bad answer becomes a golden item."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from workbench import golden
+from workbench.chat import answer, draft_golden_item
+from workbench.ui import components as ui
+from workbench.ui import resources, state
+
+st.title("Chat")
+if msg := state.flash():
+    st.success(msg)
+
+with ui.guarded("Chat"):
+    ws = resources.workspace()
+    label, cfg = ui.current_config(ws)
+    kb = resources.kb(ws)
+    llm = resources.llm_client(cfg)
+    c = st.columns([2, 1, 1, 1])
+    c[0].caption(f"Answers under config **{label}** `{cfg.hash}` (change it in the sidebar).")
+    mode = c[1].selectbox(
+        "Agent mode",
+        ["loop", "tools"],
+        key="chat_mode",
+        help="loop: retrieve → judge → rewrite; tools: the model calls search itself (LLM only)",
+    )
+    top_k = c[2].number_input("Chapters", 1, 20, 5, key="chat_top_k")
+    if c[3].button("Clear conversation", key="chat_clear"):
+        state.clear_chat()
+        st.rerun()
+    if llm is None:
+        st.info(
+            "No LLM configured — extractive answers: sentences from the top chapters, cited. "
+            "Set `OPENAI_BASE_URL` and `WIKIRAG_LLM_MODEL` (or `llm.base_url` / `llm.model`) "
+            "for generated answers."
+        )
+
+    turns = state.chat_turns()
+    if not turns:
+        st.caption("Ask a question about the wiki below, e.g. “父子块检索有哪几种展开方式？”")
+    for i, turn in enumerate(turns):
+        if ui.chat_turn(i, turn, kb):
+            gs = resources.golden_set(ws)
+            try:
+                draft = draft_golden_item(
+                    turn["question"],
+                    turn["answer"],
+                    existing_ids=[it.id for it in gs.items] if gs else [],
+                )
+            except ValueError as exc:
+                st.warning(str(exc))
+            else:
+                state.set_chat_draft(draft)
+
+    draft = state.chat_draft()
+    if draft is not None:
+        st.subheader("New golden-set entry from this answer")
+        with st.form("chat_draft_form"):
+            a, b = st.columns([3, 1])
+            query = a.text_input("Query", draft["query"], key="chat_draft_query")
+            item_id = b.text_input("Id", draft["id"], key="chat_draft_id")
+            unanswerable = st.checkbox(
+                "Unanswerable (the KB does not cover it)",
+                value=bool(draft.get("unanswerable")),
+                key="chat_draft_unanswerable",
+            )
+            relevant = st.multiselect(
+                "Relevant chapters (1–4)",
+                list(kb.nodes),
+                default=[n for n in draft.get("relevant", []) if n in kb.nodes],
+                format_func=lambda nid: ui.breadcrumb(kb.nodes[nid].breadcrumb),
+                max_selections=4,
+                key="chat_draft_relevant",
+            )
+            d1, d2 = st.columns(2)
+            difficulty = d1.selectbox(
+                "Difficulty", list(golden.DIFFICULTIES), index=1, key="chat_draft_difficulty"
+            )
+            category = d2.text_input("Category", draft.get("category", ""), key="chat_draft_cat")
+            notes = st.text_input("Notes", draft.get("notes", ""), key="chat_draft_notes")
+            save = st.form_submit_button("Save into the golden set", type="primary")
+        if st.button("Discard draft", key="chat_draft_discard"):
+            state.set_chat_draft(None)
+            st.rerun()
+        if save:
+            item = golden.item_from_dict(
+                {
+                    "id": item_id.strip() or draft["id"],
+                    "query": query,
+                    "relevant": [] if unanswerable else relevant,
+                    "unanswerable": unanswerable,
+                    "difficulty": difficulty,
+                    "category": category,
+                    "notes": notes,
+                }
+            )
+            gs = resources.golden_set(ws) or golden.GoldenSet(ws.name, (), ws.dataset)
+            updated = golden.with_item(gs, item)
+            problems = [
+                i
+                for i in golden.validate(updated, kb)
+                if i.level == "error" and i.item_id == item.id
+            ]
+            if problems:
+                for p in problems:
+                    st.error(str(p))
+            else:
+                try:
+                    golden.save(updated)
+                except golden.ConflictError as exc:
+                    st.error(f"{exc}. Press Save again to retry against the current file.")
+                    resources.clear_data()
+                else:
+                    resources.clear_data()
+                    state.set_chat_draft(None)
+                    state.flash(f"{item.id} saved to {ws.dataset}")
+                    st.rerun()
+
+    question = st.chat_input("Ask the wiki…", key="chat_input")
+    if question:
+        with st.chat_message("user"):
+            st.markdown(question)
+        with st.chat_message("assistant"):
+            live = st.empty()
+            streamed: list[str] = []
+
+            def on_text(text: str) -> None:
+                streamed.append(text)
+                live.markdown("".join(streamed) + " ▌")
+
+            with st.spinner("Searching the wiki…"):
+                result = answer(
+                    question,
+                    resources.engine(ws, cfg),
+                    cfg,
+                    history=[t["answer"] for t in turns],
+                    llm=llm,
+                    mode=mode,
+                    top_k=int(top_k),
+                    stream_cb=on_text if llm is not None else None,
+                )
+            live.empty()
+        state.add_chat_turn({"question": question, "answer": result, "config": label})
+        st.rerun()
