@@ -103,6 +103,7 @@ class IndexReport:
             f"{kind}: {self.added} added, {self.updated} updated, {self.removed} removed, "
             f"{self.unchanged} unchanged ({self.rows} rows, {self.embedded} embedded) "
             f"in {self.seconds:.1f}s"
+            + (f", {len(self.warnings)} warning(s)" if self.warnings else "")
         )
 
 

@@ -23,6 +23,7 @@ prefilter=True)``, pinned to the snapshot's table version) for checking and comp
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import json
 import os
@@ -64,7 +65,11 @@ _UNSET: Any = object()
 
 
 def normalize_filters(filters: Filters | None) -> dict[str, tuple[str, ...]]:
-    """``{"category": "rag", "keywords": ["a", "b"]}`` -> key -> tuple of accepted values."""
+    """``{"category": "rag", "keywords": ["a", "b"]}`` -> key -> tuple of accepted values.
+
+    A node passes when, for every key, its value is one of the values (exact, case-sensitive,
+    as written in the frontmatter); for ``keywords``, when any of its keywords is listed.
+    """
     out: dict[str, tuple[str, ...]] = {}
     for key, value in (filters or {}).items():
         if key not in FILTER_KEYS:
@@ -411,6 +416,14 @@ class Engine:
     def reranker_name(self) -> str | None:
         r = self._reranker()
         return r.name if r is not None else None
+
+    def warm_up(self) -> None:
+        """Load the embedder (and reranker) now rather than in the first search."""
+        self._embedder().embed_query("warm up")
+        reranker = self._reranker()
+        if reranker is not None:
+            with contextlib.suppress(ProviderError):  # search() reports them per query
+                reranker.score("warm up", ["warm up"])
 
     def _embedder(self) -> Embedder:
         key = self.config.embedding

@@ -342,3 +342,12 @@ def test_real_default_embedder_end_to_end(tmp_path: Path) -> None:
     # English query, Chinese KB: the multilingual vectors still find the chapter.
     vec = eng.search("how is recall measured", mode="vector", top_k=3)
     assert "evaluation/metrics#检索指标/召回率" in [r.node_id for r in vec.results]
+
+
+def test_warm_up_loads_models_before_the_first_search(built: tuple[Path, Path]) -> None:
+    kb_dir, idx = built
+    emb = CountingEmbedder()
+    fake = FakeReranker({}, fail=True)  # a failing provider does not break warm-up
+    eng = Engine.open(kb_dir, idx, RERANK_CFG, embedder=emb, reranker=fake)
+    eng.warm_up()
+    assert emb.queries == 1 and len(fake.calls) == 1
