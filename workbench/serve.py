@@ -57,14 +57,19 @@ def _log(msg: str) -> None:
     sys.stderr.flush()
 
 
-def _text_ok(value: str, what: str) -> str:
-    if not value.strip():
-        raise ValueError(f"{what} must not be empty")
+def _utf8(value: str, what: str) -> str:
+    # JSON can carry lone surrogates ("\ud800"); they would fail later, when the answer is encoded.
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise ValueError(f"{what} must be valid UTF-8 text (no lone surrogates)") from exc
     return value
+
+
+def _text_ok(value: str, what: str) -> str:
+    if not value.strip():
+        raise ValueError(f"{what} must not be empty")
+    return _utf8(value, what)
 
 
 # --------------------------------------------------------------------------------------
@@ -113,17 +118,18 @@ class SearchRequest(BaseModel):
     )
     filters: SearchFilters | None = None
 
-    @field_validator("query")
+    # mode="before": an empty string gets this message, not min_length's generic one.
+    @field_validator("query", mode="before")
     @classmethod
-    def _query(cls, v: str) -> str:
-        return _text_ok(v, "query")
+    def _query(cls, v: Any) -> Any:
+        return _text_ok(v, "query") if isinstance(v, str) else v
 
     @field_validator("filters")
     @classmethod
     def _filters(cls, v: SearchFilters | None) -> SearchFilters | None:
         for key, value in (v.to_engine() if v else {}).items():
             for item in [value] if isinstance(value, str) else value:
-                _text_ok(item or "-", f"filters.{key}")
+                _utf8(item, f"filters.{key}")
         return v
 
 
@@ -238,10 +244,10 @@ class AskRequest(BaseModel):
         default=None, description="earlier turns, so a follow-up question resolves"
     )
 
-    @field_validator("question")
+    @field_validator("question", mode="before")
     @classmethod
-    def _question(cls, v: str) -> str:
-        return _text_ok(v, "question")
+    def _question(cls, v: Any) -> Any:
+        return _text_ok(v, "question") if isinstance(v, str) else v
 
 
 class AskResponse(BaseModel):

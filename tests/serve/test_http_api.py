@@ -113,7 +113,7 @@ def test_rerank_without_a_reranker_warns_instead_of_failing(client):
 @pytest.mark.parametrize(
     ("body", "status", "says"),
     [
-        ({"query": ""}, 422, "query"),
+        ({"query": ""}, 422, "query must not be empty"),
         ({"query": "   "}, 422, "query must not be empty"),
         ({}, 422, "query"),
         ({"query": "x", "top_k": 0}, 422, "top_k"),
@@ -243,11 +243,12 @@ def test_admin_endpoints_need_the_bearer_token(test_kb, monkeypatch):
 
 
 def test_only_one_rebuild_runs_at_a_time():
-    release = threading.Event()
+    release, progressed = threading.Event(), threading.Event()
 
     class SlowServed:
         def rebuild(self, *, force: bool, progress):
             progress(1, 2, "embed")
+            progressed.set()
             release.wait(10)
 
             class Report:
@@ -264,6 +265,8 @@ def test_only_one_rebuild_runs_at_a_time():
     with pytest.raises(JobConflict) as info:
         jobs.start(force=True)
     assert info.value.job.job_id == first.job_id
+    assert progressed.wait(10)
+    assert first.status == "running"
     assert (first.stage, first.done, first.total) == ("embed", 1, 2)
     release.set()
     jobs.join(10)
