@@ -9,11 +9,10 @@ targets it, otherwise an action. ``build_scorecard`` is pure given the evidence;
 
 from __future__ import annotations
 
-import html
 import itertools
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from engine.config import EngineConfig
@@ -104,6 +103,7 @@ class Dimension:
     rule: str  # the evidence read against the formula, in one line
     next_experiment: dict[str, Any] | None = None  # {"overrides": {...}, "why": str}
     action: str = ""  # what else would raise it (outside the config)
+    alternatives: tuple[dict[str, Any], ...] = ()  # further experiments, best first
 
     @property
     def loss(self) -> float:
@@ -123,6 +123,7 @@ class Dimension:
             "rule": self.rule,
             "next_experiment": self.next_experiment,
             "action": self.action,
+            "alternatives": list(self.alternatives),
         }
 
 
@@ -192,9 +193,9 @@ def scorecard_markdown(card: Mapping[str, Any], heading: str = "#") -> str:
 
 def md_cell(text: Any) -> str:
     """Text safe inside a Markdown table cell: pipes and newlines would break the row, and
-    Markdown renders raw HTML, so ``<``, ``>`` and ``&`` become entities."""
-    text = html.escape(str(text), quote=False)
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    Markdown renders raw HTML, so ``<`` (which opens every tag) becomes ``&lt;``."""
+    text = str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    return text.replace("<", "&lt;")
 
 
 def _fmt(v: Any) -> str:
@@ -209,18 +210,27 @@ def _yaml_value(v: Any) -> str:
     return str(v)
 
 
-def _experiment(
+def _experiments(
     cfg: EngineConfig, candidates: Sequence[tuple[dict[str, Any], str]]
-) -> dict[str, Any] | None:
-    """The first candidate change that is valid and actually changes ``cfg``."""
+) -> list[dict[str, Any]]:
+    """The candidate changes that are valid and actually change ``cfg``, in order."""
+    out = []
     for overrides, why in candidates:
         try:
             new = cfg.with_overrides(overrides)
         except EngineError:
             continue
         if cfg.diff(new):
-            return {"overrides": dict(overrides), "why": why}
-    return None
+            out.append({"overrides": dict(overrides), "why": why})
+    return out
+
+
+def _experiment(
+    cfg: EngineConfig, candidates: Sequence[tuple[dict[str, Any], str]]
+) -> dict[str, Any] | None:
+    """The first candidate change that is valid and actually changes ``cfg``."""
+    found = _experiments(cfg, candidates)
+    return found[0] if found else None
 
 
 def _mode_run(run: EvalRun, mode: str, rerank: bool | None = None) -> EvalRun | None:
@@ -287,6 +297,7 @@ def _metric_dimension(
         _bands_text(metric, bands),
         f"{metric} {value:.3f} on {n} queries ({mode}, split {run.split}) -> {score:.1f}",
         _experiment(run.config, fixes) if score < 100 else None,
+        alternatives=tuple(_experiments(run.config, fixes)[1:]) if score < 100 else (),
     )
 
 
@@ -423,6 +434,7 @@ def _rerank_dimension(run: EvalRun, mode: str, extra: Mapping[str, EvalRun]) -> 
         formula,
         f"delta recall@5 {dr:+.3f}, delta MRR {dm:+.3f}, d {d:+.3f} -> {score:.1f}",
         _experiment(cfg, cands) if score < 100 else None,
+        alternatives=tuple(_experiments(cfg, cands)[1:]) if score < 100 else (),
     )
 
 
@@ -589,6 +601,7 @@ def _architecture_dimension(cfg: EngineConfig, kb: Any) -> Dimension:
         "add `category:` to document front matter so filters can narrow searches"
         if not caps["filters"]
         else "",
+        tuple(_experiments(cfg, [c for c in cands if c])[1:]) if score < 100 else (),
     )
 
 
@@ -730,6 +743,23 @@ def _coverage_dimension(gs: golden.GoldenSet | None, kb: Any) -> Dimension:
     )
 
 
+def _distinct_experiments(weak: list[Dimension]) -> list[Dimension]:
+    """Give each weakness a different next experiment where it has an alternative (the
+    same change suggested twice is one experiment, not two)."""
+    used: list[dict[str, Any]] = []
+    out = []
+    for d in weak:
+        options = [e for e in (d.next_experiment, *d.alternatives) if e]
+        fresh = [e for e in options if e["overrides"] not in used]
+        if options and fresh and fresh[0] is not d.next_experiment:
+            rest = tuple(e for e in options if e is not fresh[0])
+            d = replace(d, next_experiment=fresh[0], alternatives=rest)
+        if d.next_experiment:
+            used.append(d.next_experiment["overrides"])
+        out.append(d)
+    return out
+
+
 def build_scorecard(
     run: EvalRun,
     *,
@@ -772,7 +802,9 @@ def build_scorecard(
         _coverage_dimension(gs, kb),
     ]
     total = round(sum(d.weight * d.score for d in dims) / 100.0, 2)
-    weak = sorted((d for d in dims if d.score < 100), key=lambda d: (-d.loss, d.key))[:3]
+    weak = _distinct_experiments(
+        sorted((d for d in dims if d.score < 100), key=lambda d: (-d.loss, d.key))[:3]
+    )
     return Scorecard(
         total=total,
         grade=grade_for(total),

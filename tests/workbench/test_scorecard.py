@@ -270,3 +270,13 @@ def test_to_dict_and_markdown():
     md = card.to_markdown()
     assert "grade C" in md and "wikirag experiment try --set" in md
     assert "Evidence and formulas" in md
+
+
+def test_weaknesses_get_distinct_experiments():
+    card = _card()
+    weak = {d.key: d for d in card.weaknesses}
+    # recall@5 and hit@5 share their candidate fixes; the second gets the next one
+    assert weak["recall5"].next_experiment["overrides"] == {"fusion.multiplier": 5}
+    assert weak["hit5"].next_experiment["overrides"] == {"fusion.k": 20.0}
+    # the dimension list keeps each dimension's own first choice
+    assert card.dimension("hit5").next_experiment["overrides"] == {"fusion.multiplier": 5}
