@@ -159,7 +159,8 @@ def test_markdown_sections(report):
     for _, title in SECTIONS:
         assert f"\n## {title}\n" in md
     assert "a \\| pipe" in md
-    assert XSS not in md and "&lt;script&gt;" in md  # Markdown viewers render raw HTML
+    # Markdown viewers render raw HTML, so '<' is escaped
+    assert XSS not in md and "&lt;script>alert(1)&lt;/script>" in md
     assert "wikirag experiment try --set" in md
 
 
