@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from engine.config import EngineConfig, LexicalConfig, RerankConfig
 from engine.errors import ConfigError, EngineError, ProviderError, UnknownNodeError
@@ -101,7 +102,7 @@ class IndexSnapshot:
     vectors: np.ndarray  # float32 (n, dims), unit rows
     columns: dict[str, np.ndarray]  # category / priority / doc_type as object arrays
     keyword_rows: dict[str, np.ndarray]  # keyword -> sorted row indices
-    meta: list[dict[str, Any]]  # per row: title, breadcrumb, file_path, ... (stale fallback)
+    meta: pa.Table  # metadata columns in row order (for results whose node left the KB)
     lexical: SparseBM25  # term counts at the index's tokenizer (k1/b applied per config)
     vocab: Vocabulary | None
     store: Store
@@ -116,6 +117,16 @@ class IndexSnapshot:
     @property
     def rows(self) -> int:
         return len(self.ids)
+
+    def meta_row(self, node_id: str) -> dict[str, Any]:
+        """The stored metadata of one row ({} if absent), breadcrumb decoded."""
+        row = self.row_of.get(node_id)
+        if row is None:
+            return {}
+        m = self.meta.slice(row, 1).to_pylist()[0]
+        m["breadcrumb"] = json.loads(m["breadcrumb"] or "[]")
+        m["keywords"] = list(m["keywords"] or [])
+        return m  # type: ignore[no-any-return]
 
     def mask(self, filters: Mapping[str, Sequence[str]]) -> np.ndarray | None:
         """Boolean row mask for normalised filters (None = every row)."""
@@ -219,12 +230,8 @@ def load_snapshot(store: Store, loc: Location, manifest: Manifest) -> IndexSnaps
     for row, kws in enumerate(keyword_lists):
         for kw in set(kws):
             kw_rows.setdefault(kw, []).append(row)
-    meta = []
-    for i in order:
-        m = {k: cols[k][i] for k in META_COLUMNS if k not in ("content_hash", "row_hash")}
-        m["breadcrumb"] = json.loads(m["breadcrumb"] or "[]")
-        m["keywords"] = list(m["keywords"] or [])
-        meta.append(m)
+    meta = data.select([c for c in META_COLUMNS if c not in ("content_hash", "row_hash")])
+    meta = meta.take(pa.array(idx)) if len(idx) else meta
     lexical = _load_lexical(loc, manifest, ids, tbl)
     vocab = None
     if manifest.vocab_terms_file and manifest.vocab_vectors_file:
@@ -645,8 +652,7 @@ class Engine:
         rank_source = {"vector": r.vector_rank, "bm25": r.bm25_rank, "rerank": r.rerank_rank}
         node = state.kb.get(r.node_id)
         if node is None:
-            row = state.snapshot.row_of.get(r.node_id)
-            m = state.snapshot.meta[row] if row is not None else {}
+            m = state.snapshot.meta_row(r.node_id)
             return SearchResult(
                 node_id=r.node_id,
                 score=float(r.score),

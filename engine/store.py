@@ -10,6 +10,8 @@ the expansion vocabulary); ``Location`` reads and writes those, atomically on a 
 from __future__ import annotations
 
 import contextlib
+import importlib
+import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -317,7 +319,24 @@ def vectors_of(table: pa.Table, column: str = "vector") -> np.ndarray:
     return np.asarray(flat, dtype=np.float32).reshape(len(col), dims)
 
 
+def _skip_shadowed_datasets() -> None:
+    """Keep lancedb from importing a ``datasets`` that is not Hugging Face's.
+
+    The repo's own ``datasets/`` folder (golden sets) is importable as a namespace package
+    whenever the repo root is on sys.path (pytest, ``python -c``); sentence-transformers
+    then imports it, and lancedb's first write sees "datasets" in sys.modules and fails
+    on ``from datasets import Dataset``. Marking the converter as registered skips it.
+    """
+    mod = sys.modules.get("datasets")
+    if mod is None or hasattr(mod, "Dataset"):
+        return
+    registered = getattr(importlib.import_module("lancedb.scannable"), "_registered_modules", None)
+    if isinstance(registered, set):
+        registered.add("datasets")
+
+
 def _to_arrow(rows: Sequence[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:
+    _skip_shadowed_datasets()
     cols: dict[str, Any] = {}
     for f in schema:
         values = [r.get(f.name) for r in rows]

@@ -351,3 +351,17 @@ def test_warm_up_loads_models_before_the_first_search(built: tuple[Path, Path]) 
     eng = Engine.open(kb_dir, idx, RERANK_CFG, embedder=emb, reranker=fake)
     eng.warm_up()
     assert emb.queries == 1 and len(fake.calls) == 1
+
+
+def test_stale_index_results_fall_back_to_stored_metadata(tmp_path: Path) -> None:
+    kb_dir = write_kb(tmp_path / "kb")
+    build_index(parse_kb(kb_dir), HASH_CFG, str(tmp_path / "idx"), embedder=CountingEmbedder())
+    (kb_dir / "retrieval/rerank.md").unlink()  # deleted after indexing, not re-indexed
+    eng = Engine.open(kb_dir, tmp_path / "idx", HASH_CFG)
+    resp = eng.search("重排 延迟", top_k=3)
+    top = resp.results[0]
+    assert top.node_id == "retrieval/rerank#重排/延迟"
+    assert (top.title, top.breadcrumb, top.content) == ("延迟", ["重排", "延迟"], "")
+    assert top.metadata["category"] == "retrieval" and top.metadata["keywords"][0] == "重排"
+    assert any("no longer in the KB" in w for w in resp.warnings)
+    assert resp.index_stats["fresh"] is False

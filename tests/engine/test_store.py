@@ -223,3 +223,20 @@ def test_vector_paths_latency_and_agreement(tmp_path: Path) -> None:
         agree.append(len(set(got) & set(exact)) / 10)
     assert np.mean(agree) == 1.0
     assert np.median(numpy_ms) < np.median(lance_ms)
+
+
+def test_writes_survive_a_shadowed_datasets_module(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The repo's datasets/ folder imported as a namespace package must not break writes."""
+    import types
+
+    from lancedb import scannable
+
+    monkeypatch.setitem(sys.modules, "datasets", types.ModuleType("datasets"))
+    monkeypatch.setattr(scannable, "_registered_modules", set())
+    store = Store(str(tmp_path / "idx"))
+    tbl = store.create_table("chapters_d", 4)
+    Store.add(tbl, _rows(2, 4))
+    Store.upsert(tbl, _rows(3, 4))
+    assert tbl.count_rows() == 3
