@@ -111,7 +111,10 @@ def test_evaluate_runs_and_drills_down(ui_copy):
     assert not at.exception
     labels = {m.label for m in at.metric}
     assert {"Recall@5", "Recall@10", "Recall@20", "MRR"} <= labels
-    assert any(band in texts(at) for band in ("poor", "acceptable", "good", "excellent"))
+    bands = {
+        m.label: m.delta for m in at.metric if m.label in ("Recall@5", "Recall@10", "Recall@20")
+    }
+    assert set(bands.values()) <= {"poor", "acceptable", "good", "excellent"}, bands
     assert len(list((ui_copy["experiments"] / "kb" / "runs").glob("*.json"))) == 1
     at.radio(key="eval_mode_shown").set_value("keyword").run()
     at.selectbox(key="eval_drill").select("q002").run()

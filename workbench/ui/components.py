@@ -151,9 +151,18 @@ def metric_cards(means: Mapping[str, float], ks: Sequence[int] = (5, 10, 20)) ->
             strict=True,
         ):
             value = float(means.get(f"{name}@{k}", 0.0))
-            col.metric(f"{label}@{k}", f"{value:.3f}")
             if name == "recall":
-                col.markdown(band_badge(value))
+                text, color = band(value)
+                col.metric(
+                    f"{label}@{k}",
+                    f"{value:.3f}",
+                    delta=text,
+                    delta_color=color,
+                    delta_arrow="off",
+                    border=True,
+                )
+            else:
+                col.metric(f"{label}@{k}", f"{value:.3f}", border=True)
 
 
 def bar_chart(
@@ -513,7 +522,8 @@ def chat_turn(i: int, turn: Mapping[str, Any], kb: Any) -> bool:
                 width="stretch",
             )
         return st.button(
-            "👎 Bad answer → golden-set entry",
+            "Bad answer → golden-set entry",
+            icon=":material/thumb_down:",
             key=f"chat_bad_{i}",
             help="drafts an entry with the cited chapters pre-filled; review and save it",
         )

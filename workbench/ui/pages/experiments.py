@@ -131,7 +131,8 @@ with ui.guarded("Experiments"):
 
     st.subheader("Optimization log")
     if store.log_md.is_file():
+        log = store.log_md.read_text(encoding="utf-8")
         with st.container(border=True, height=420):
-            st.markdown(store.log_md.read_text(encoding="utf-8"))
+            st.markdown(log.replace("# Optimization log\n", "", 1))  # the section has a title
     else:
         st.caption(f"No log yet at `{store.log_md}`.")
