@@ -5,6 +5,8 @@ import random
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from rank_bm25 import BM25Okapi
 
 from engine.lexical import (
@@ -168,3 +170,20 @@ def test_sparse_bm25_scales_to_100k_documents() -> None:
     query_ms = (time.perf_counter() - t0) / 3 * 1000
     assert build_s < 60
     assert query_ms < 200
+
+
+_tok = st.sampled_from(["检索", "向量", "重排", "切块", "a", "b", "c"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.lists(_tok, max_size=8), min_size=1, max_size=12),
+    st.lists(_tok, min_size=1, max_size=4),
+    st.floats(0.01, 3.0),  # k1 = 0: rank_bm25 computes 0/0 = nan for absent terms; we give 0
+    st.floats(0.0, 1.0),
+)
+def test_property_equals_bm25okapi(docs: list, query: list, k1: float, b: float) -> None:
+    if not any(docs):  # BM25Okapi divides by the mean document length
+        return
+    ref = BM25Okapi(docs, k1=k1, b=b).get_scores(query)
+    np.testing.assert_allclose(SparseBM25(docs, k1=k1, b=b).get_scores(query), ref, atol=1e-9)
