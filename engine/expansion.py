@@ -14,7 +14,7 @@ import json
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -66,9 +66,12 @@ class Vocabulary:
     vectors: np.ndarray  # float32 (len(terms), dims)
     signature: str = ""  # "provider/model/dims" of the embedder that made the vectors
 
+    row_of: dict[str, int] = field(init=False, repr=False, compare=False)
+
     def __post_init__(self) -> None:
         if self.vectors.shape[0] != len(self.terms):
             raise ValueError("Vocabulary needs one vector per term")
+        object.__setattr__(self, "row_of", {t: i for i, t in enumerate(self.terms)})
 
     def __len__(self) -> int:
         return len(self.terms)
@@ -161,7 +164,8 @@ def expand(
     query term ("检索系统" for "检索": jieba's search mode already indexes the sub-word, so
     it would add nothing but noise). Each candidate keeps its best similarity over the
     query terms; ties are broken alphabetically.
-    All query terms are embedded in one ``embed_documents`` call.
+    Query terms already in the vocabulary reuse its vectors (same embedder, same text);
+    the others are embedded in one ``embed_documents`` call.
     """
     if vocab is None or len(vocab) == 0 or max_terms <= 0:
         return []
@@ -169,7 +173,13 @@ def expand(
     if not terms:
         return []
     fn = getattr(embedder_or_fn, "embed_documents", embedder_or_fn)
-    qvecs = np.asarray(fn(terms), dtype=np.float32)
+    qvecs = np.zeros((len(terms), vocab.vectors.shape[1]), dtype=np.float32)
+    unknown = [i for i, t in enumerate(terms) if t not in vocab.row_of]
+    for i, t in enumerate(terms):
+        if t in vocab.row_of:
+            qvecs[i] = vocab.vectors[vocab.row_of[t]]
+    if unknown:
+        qvecs[unknown] = np.asarray(fn([terms[i] for i in unknown]), dtype=np.float32)
     sims = qvecs @ vocab.vectors.T  # (n query terms, n vocab terms)
     best = sims.max(axis=0)
     lowered = query.lower()

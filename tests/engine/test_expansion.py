@@ -61,8 +61,11 @@ def test_expand_best_first_threshold_and_one_batched_call() -> None:
     # 嵌入 0.95 (via 向量) > 召回 0.9 > 搜索 0.8; 延迟 is below; 检索 is in the query.
     assert got == ["嵌入", "召回", "搜索"]
     assert len(emb.calls) == 1
-    assert emb.calls == [query_terms("向量检索")]
-    assert {"向量", "检索"} <= set(emb.calls[0])
+    # One call, for the query terms the vocabulary lacks (检索 reuses its stored vector).
+    assert {"向量", "检索"} <= set(query_terms("向量检索"))
+    assert emb.calls == [[t for t in query_terms("向量检索") if t != "检索"]]
+    assert expand("检索", emb, vocab, threshold=0.75, max_terms=6) == ["召回", "搜索"]
+    assert len(emb.calls) == 1  # every term known: no embed call at all
 
 
 def test_expand_threshold_and_max_terms() -> None:
