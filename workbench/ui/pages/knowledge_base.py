@@ -85,6 +85,8 @@ with ui.guarded("Knowledge base"):
         if node.keywords:
             st.caption("keywords: " + ", ".join(node.keywords))
         body = node.content.strip()
+        if body.startswith("#"):  # the heading line repeats the breadcrumb's last title
+            body = body.partition("\n")[2].strip()
         with st.container(border=True, height=420 if len(body) > 1200 else "content"):
             st.markdown(body or "_(no text of its own: open one of its chapters below)_")
         kids = kb.children(node.node_id)
