@@ -1,0 +1,69 @@
+"""`wikirag bench`: runs end to end on a small synthetic KB and writes every key (no timing asserts)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from workbench.bench import REQUIRED_KEYS, percentiles, synthetic_kb, targets, top_ids
+from workbench.cli import main
+
+
+def test_bench_synthetic_writes_every_key(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    rc = main(
+        [
+            "bench",
+            "--synthetic",
+            "300",
+            "--set",
+            "embedding.provider=hash",
+            "--queries",
+            "20",
+            "--rerank-queries",
+            "0",
+            "--work-dir",
+            str(tmp_path),
+            "--json",
+            str(out),
+        ]
+    )
+    assert rc == 0
+    data = json.loads(out.read_text(encoding="utf-8"))
+    missing = [k for k in REQUIRED_KEYS if k not in data]
+    assert not missing, missing
+    assert data["chapters"] == 300
+    assert data["queries"] == 20
+    assert data["embedder"].startswith("hash/")
+    assert data["index_incremental_report"]["embedded"] >= 1
+    assert not data["index_incremental_report"]["full_rebuild"]
+    for mode in ("vector", "keyword", "hybrid", "peer_lancedb_hybrid"):
+        assert data[f"{mode}_p50_ms"] is not None
+    # Exact by construction: the vector channel is a numpy mat-vec over the stored vectors,
+    # and the sparse BM25 uses rank_bm25's formulas.
+    assert data["vector_exact_agreement_top10"] == 1.0
+    assert data["bm25_rank_bm25_agreement_top10"] == 1.0
+    assert set(data["targets"]) and all("met" in t for t in data["targets"].values())
+    assert not list(tmp_path.glob("wikirag-bench-*")), "the temp KB and index are removed"
+
+
+def test_synthetic_kb_is_deterministic(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert synthetic_kb(a, 25, seed=3) == synthetic_kb(b, 25, seed=3)
+    fa = sorted(p.relative_to(a).as_posix() for p in a.rglob("*.md"))
+    assert fa == sorted(p.relative_to(b).as_posix() for p in b.rglob("*.md"))
+    assert all((a / f).read_bytes() == (b / f).read_bytes() for f in fa)
+
+
+def test_helpers() -> None:
+    import numpy as np
+
+    assert percentiles([]) == {"p50": None, "p95": None, "n": 0}
+    p = percentiles([float(x) for x in range(1, 101)])
+    assert p["p50"] == 50.5 and p["p95"] == 95.0
+    assert top_ids(np.array([0.5, 0.9, 0.9, 0.0]), ["d", "c", "b", "a"], 2) == ["b", "c"]
+    assert top_ids(np.array([0.0, 1.0]), ["x", "y"], 5, positive=True) == ["y"]
+    t = targets({"hybrid_p95_ms": 50.0, "index_full_s": 10.0, "embed_only_s": 9.0})
+    assert t["hybrid_p95_ms <= 100"]["met"] is True
+    assert t["index_full_s <= 1.3 x embed_only_s"]["met"] is True
+    assert t["peak_rss_mb <= 2048"]["met"] is None
