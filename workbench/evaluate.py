@@ -244,6 +244,7 @@ class Evaluator:
     def __init__(self, engine: Any, cache: EvalCache | None = None) -> None:
         self.engine = engine
         self.cache = cache or EvalCache()
+        self._warm: set[int] = set()
 
     def _fingerprint(self) -> str:
         return str(getattr(self.engine, "index_fingerprint", "") or "")
@@ -256,6 +257,12 @@ class Evaluator:
             return hit
         self.cache.misses += 1
         eng = self._engine_for(cfg)
+        if id(eng) not in self._warm:
+            # Model loading must not land in the first query's latency.
+            warm_up = getattr(eng, "warm_up", None)
+            if warm_up is not None:
+                warm_up()
+            self._warm.add(id(eng))
         t0 = time.perf_counter()
         cands = eng.candidates(query, pool=MAX_CACHED_POOL)
         ms = (time.perf_counter() - t0) * 1000
