@@ -227,7 +227,7 @@ def open_mcp_server(ws: Workspace, cfg: EngineConfig) -> Any:
 
     with quiet_stdout():
         silence_libraries()
-        served = ServedEngine(ws, cfg)
+        served = ServedEngine(ws, cfg, missing_hint="then call the tool again; no restart needed")
         if served.loaded:
             import jieba
 

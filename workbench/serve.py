@@ -332,9 +332,17 @@ class ServedEngine:
     index built by another process is picked up. Thread-safe.
     """
 
-    def __init__(self, ws: Workspace, cfg: EngineConfig, *, engine: Any | None = None) -> None:
+    def __init__(
+        self,
+        ws: Workspace,
+        cfg: EngineConfig,
+        *,
+        engine: Any | None = None,
+        missing_hint: str = "or POST /admin/rebuild-index to build it while the server runs",
+    ) -> None:
         self.ws = ws
         self.cfg = cfg
+        self.missing_hint = missing_hint
         self._lock = threading.Lock()
         self._engine = engine
         self._error: EngineError | None = None
@@ -364,7 +372,7 @@ class ServedEngine:
             if self._engine is not None:
                 return self._engine
             err = self._error or IndexMissingError("no index loaded")
-        raise type(err)(f"{err} (or POST /admin/rebuild-index to build it while the server runs)")
+        raise type(err)(f"{err} ({self.missing_hint})" if self.missing_hint else str(err))
 
     @property
     def loaded(self) -> bool:

@@ -292,6 +292,25 @@ def test_without_an_index_the_server_is_degraded_until_a_rebuild(tmp_path):
         assert c.post("/search", json={"query": "RRF"}).json()["results"]
 
 
+def test_an_embedder_mismatch_is_reported_and_fixed_by_a_rebuild(tmp_path):
+    kb = make_kb(tmp_path)  # indexed with the hash embedder at 256 dims
+    cfg = kb.cfg.with_overrides({"embedding.dims": 128})
+    app = create_app(kb.ws, cfg, llm=None, admin_token="")
+    with live_server(app) as url, httpx.Client(base_url=url, timeout=60) as c:
+        r = c.get("/health")
+        assert r.status_code == 503
+        assert "embedder hash/char-ngram-1-3-crc32-v1/256" in r.json()["reasons"][0]
+        assert "/128" in r.json()["reasons"][0]
+        r = c.post("/search", json={"query": "RRF"})
+        assert r.status_code == 503 and r.json()["config_hash"] == cfg.hash
+
+        job = wait_job(c, c.post("/admin/rebuild-index").json()["job_id"])
+        assert job["status"] == "succeeded" and job["result"]["full_rebuild"]
+        assert any("embedder changed" in w for w in job["result"]["warnings"])
+        h = c.get("/health").json()
+        assert h["status"] == "ok" and h["embedder"].endswith("/128")
+
+
 def test_health_reports_a_stale_index_after_a_kb_edit(tmp_path):
     kb = make_kb(tmp_path)
     app = create_app(kb.ws, kb.cfg, llm=None, admin_token="")
