@@ -180,7 +180,8 @@ def expand(
             qvecs[i] = vocab.vectors[vocab.row_of[t]]
     if unknown:
         qvecs[unknown] = np.asarray(fn([terms[i] for i in unknown]), dtype=np.float32)
-    sims = qvecs @ vocab.vectors.T  # (n query terms, n vocab terms)
+    # (n query terms, n vocab terms); einsum avoids BLAS threads (see IndexSnapshot.vector_top)
+    sims = np.einsum("ij,kj->ik", qvecs, vocab.vectors)
     best = sims.max(axis=0)
     lowered = query.lower()
     present = set(terms)

@@ -365,3 +365,16 @@ def test_stale_index_results_fall_back_to_stored_metadata(tmp_path: Path) -> Non
     assert top.metadata["category"] == "retrieval" and top.metadata["keywords"][0] == "重排"
     assert any("no longer in the KB" in w for w in resp.warnings)
     assert resp.index_stats["fresh"] is False
+
+
+def test_remote_embedder_runs_channels_side_by_side_with_equal_results(
+    built: tuple[Path, Path], engine: Engine
+) -> None:
+    kb_dir, idx = built
+    remote_cfg = HASH_CFG.with_overrides({"embedding.provider": "openai"})
+    remote = Engine.open(kb_dir, idx, remote_cfg, embedder=CountingEmbedder())
+    for q in ["重排 延迟", "切块策略", "召回率"]:
+        a = engine.candidates(q, pool=20)
+        b = remote.candidates(q, pool=20)
+        assert (a.vector, a.bm25, a.expansion_terms) == (b.vector, b.bm25, b.expansion_terms)
+    assert remote._shared._executor is not None and engine._shared._executor is None
