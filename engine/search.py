@@ -21,11 +21,12 @@ derived data (BM25 weights for given k1/b) is memoised under a lock.
 
 Vector path: the snapshot keeps the unit-length vectors as a float32 numpy matrix and
 scores a query with one mat-vec: exact, so it equals exact search by construction.
-Measured here (512 dims, clustered synthetic vectors, 2 shared cores, top 30, p50 of 20
-queries): numpy 0.10 / 0.99 / 14 ms vs LanceDB flat ``.search(v).distance_type("cosine")``
-3.7 / 16 / 112 ms at 1k / 10k / 100k rows; with a category prefilter LanceDB took
-4.5 / 15 / 148 ms while the numpy mask adds 0.06 / 0.2 / 1.1 ms. Top-10 agreement 1.0 at
-every size. The cost is memory: rows x dims x 4 bytes (205 MB at 100k x 512).
+Measured here (512 dims, clustered synthetic vectors, 2 loaded cores, top 30, p50 of 20
+queries): numpy (einsum) 0.16 / 1.7 / 15 ms vs LanceDB flat
+``.search(v).distance_type("cosine")`` 4.3 / 20 / 153 ms at 1k / 10k / 100k rows; with a
+category prefilter LanceDB took 4.5 / 15 / 148 ms while the numpy mask adds 0.06 / 0.2 /
+1.1 ms. Top-10 agreement 1.0 at every size. The cost is memory: rows x dims x 4 bytes
+(205 MB at 100k x 512).
 ``vector_backend="lance"`` keeps the LanceDB path (prefilter via ``.where(sql,
 prefilter=True)``, pinned to the snapshot's table version) for checking and comparison.
 """
