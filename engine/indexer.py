@@ -38,6 +38,7 @@ from engine.tree import KnowledgeBase, Node
 from engine.types import Embedder, EmbedderSignature
 
 MANIFEST = "manifest.json"
+SUMMARIES = "summaries.json"  # LLM chapter summaries (workbench/summaries.py writes it)
 MANIFEST_FORMAT = 1
 # Bump when the embedded/lexical text layout changes: every row hash changes with it.
 TEXT_LAYOUT = "v1"
@@ -62,6 +63,7 @@ class Manifest:
     lexical_file: str = ""
     vocab_terms_file: str = ""
     vocab_vectors_file: str = ""
+    summaries: dict[str, str] = field(default_factory=dict)  # LLM summaries used, by content hash
     format: int = MANIFEST_FORMAT
 
     @property
@@ -111,24 +113,52 @@ def _sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:20]
 
 
-def embed_text(node: Node, content_chars: int) -> str:
-    """The text a chapter is embedded as (path, breadcrumb title, summary, head of content)."""
+def embed_text(node: Node, content_chars: int, summary: str | None = None) -> str:
+    """The text a chapter is embedded as (path, breadcrumb title, summary, head of content).
+
+    ``summary`` replaces the node's own (extractive) summary: an LLM summary, see
+    ``index.use_summaries``.
+    """
     return (
         f"path: {node.file_path}\n"
         f"title: {' > '.join(node.breadcrumb)}\n"
-        f"summary: {node.summary}\n"
+        f"summary: {node.summary if summary is None else summary}\n"
         f"{node.content[:content_chars]}"
     )
 
 
-def lexical_text(node: Node) -> str:
+def lexical_text(node: Node, summary: str | None = None) -> str:
     """The text BM25 sees: the same header as the embedded text, with the whole content."""
     return (
         f"path: {node.file_path}\n"
         f"title: {' > '.join(node.breadcrumb)}\n"
-        f"summary: {node.summary}\n"
+        f"summary: {node.summary if summary is None else summary}\n"
         f"{node.content}"
     )
+
+
+def summary_key(node: Node) -> str:
+    """The key of a chapter in the LLM summary cache (workbench/summaries.py): its content hash."""
+    return node.content_hash or hashlib.sha256(node.content.encode("utf-8")).hexdigest()[:16]
+
+
+def load_llm_summaries(loc: Location) -> dict[str, str]:
+    """``summaries.json`` beside the index ({} when absent): content hash -> summary."""
+    text = loc.read_text(SUMMARIES)
+    if text is None:
+        return {}
+    try:
+        data = json.loads(text)
+        entries = data.get("summaries", {})
+        return {k: str(v["summary"]) for k, v in entries.items() if v.get("summary")}
+    except (ValueError, AttributeError, KeyError, TypeError) as exc:
+        raise EngineError(
+            f"{loc.uri}/{SUMMARIES} is unreadable ({exc}); delete it or rerun the summaries"
+        ) from exc
+
+
+def _summary(node: Node, summaries: Mapping[str, str] | None) -> str | None:
+    return summaries.get(summary_key(node)) if summaries else None
 
 
 def _meta(node: Node) -> dict[str, Any]:
@@ -149,15 +179,20 @@ def _meta(node: Node) -> dict[str, Any]:
     }
 
 
-def node_hashes(node: Node, cfg: EngineConfig) -> tuple[str, str]:
+def node_hashes(
+    node: Node, cfg: EngineConfig, summaries: Mapping[str, str] | None = None
+) -> tuple[str, str]:
     """(hash of the embedded text, hash of everything else the row holds)."""
+    summary = _summary(node, summaries)
     meta = json.dumps(_meta(node), ensure_ascii=False, sort_keys=True, default=str)
-    row = "\x00".join([TEXT_LAYOUT, cfg.lexical.tokenizer, lexical_text(node), meta])
-    return _sha(embed_text(node, cfg.index.content_chars)), _sha(row)
+    row = "\x00".join([TEXT_LAYOUT, cfg.lexical.tokenizer, lexical_text(node, summary), meta])
+    return _sha(embed_text(node, cfg.index.content_chars, summary)), _sha(row)
 
 
-def kb_hashes(kb: KnowledgeBase, cfg: EngineConfig) -> dict[str, tuple[str, str]]:
-    return {nid: node_hashes(n, cfg) for nid, n in kb.nodes.items()}
+def kb_hashes(
+    kb: KnowledgeBase, cfg: EngineConfig, summaries: Mapping[str, str] | None = None
+) -> dict[str, tuple[str, str]]:
+    return {nid: node_hashes(n, cfg, summaries) for nid, n in kb.nodes.items()}
 
 
 def fingerprint(hashes: Mapping[str, Sequence[str]]) -> str:
@@ -187,8 +222,13 @@ def require_manifest(loc: Location, kb_hint: str = "DIR") -> Manifest:
 
 
 def freshness(kb: KnowledgeBase, cfg: EngineConfig, manifest: Manifest | None) -> dict[str, Any]:
-    """How many KB nodes are new / changed / deleted compared with the index manifest."""
-    hashes = kb_hashes(kb, cfg)
+    """How many KB nodes are new / changed / deleted compared with the index manifest.
+
+    With ``index.use_summaries`` the LLM summaries the index was built with (recorded in the
+    manifest) are applied, so an unchanged chapter reads as unchanged.
+    """
+    used = manifest.summaries if manifest is not None and cfg.index.use_summaries else None
+    hashes = kb_hashes(kb, cfg, used)
     indexed = manifest.nodes if manifest else {}
     new = [n for n in hashes if n not in indexed]
     changed = [n for n in hashes if n in indexed and list(hashes[n]) != list(indexed[n])]
@@ -205,12 +245,19 @@ def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _row(node: Node, vector: np.ndarray, cfg: EngineConfig, hashes: tuple[str, str]) -> dict:
-    tokens = tokenize(lexical_text(node), cfg.lexical.tokenizer)
+def _row(
+    node: Node,
+    vector: np.ndarray,
+    cfg: EngineConfig,
+    hashes: tuple[str, str],
+    summaries: Mapping[str, str],
+) -> dict:
+    summary = _summary(node, summaries)
+    tokens = tokenize(lexical_text(node, summary), cfg.lexical.tokenizer)
     return {
         "id": node.node_id,
         "vector": np.asarray(vector, dtype=np.float32),
-        "text": embed_text(node, cfg.index.content_chars),
+        "text": embed_text(node, cfg.index.content_chars, summary),
         "tokens": " ".join(tokens),
         **_meta(node),
         "content_hash": hashes[0],
@@ -278,7 +325,18 @@ def _build(
     full = force or old is None or old.embedder_signature != sig
     report.full_rebuild = full
 
-    hashes = kb_hashes(kb, cfg)
+    summaries = load_llm_summaries(loc) if cfg.index.use_summaries else {}
+    summaries = {
+        summary_key(n): summaries[summary_key(n)]
+        for n in kb.nodes.values()
+        if summary_key(n) in summaries
+    }
+    if cfg.index.use_summaries and not summaries:
+        report.warnings.append(
+            f"index.use_summaries is on but {loc.uri}/{SUMMARIES} has no summaries for this "
+            "KB; chapters were embedded with their own first sentences"
+        )
+    hashes = kb_hashes(kb, cfg, summaries)
     nodes = kb.nodes
     prev = {} if old is None else old.nodes
     added = [n for n in nodes if n not in prev]
@@ -302,7 +360,7 @@ def _build(
     if full:
         table_name = f"{TABLE_PREFIX}{datetime.now(UTC):%Y%m%dT%H%M%S%f}_{secrets.token_hex(2)}"
         tbl = store.create_table(table_name, sig.dims)
-        report.embedded = _write_full(tbl, kb, cfg, embedder, hashes, progress)
+        report.embedded = _write_full(tbl, kb, cfg, embedder, hashes, summaries, progress)
     else:
         assert old is not None
         table_name = old.table
@@ -311,7 +369,7 @@ def _build(
             # A crashed update left versions past the manifest's: start from the manifest's.
             tbl.restore(old.version)
         report.embedded = _write_incremental(
-            tbl, kb, cfg, embedder, hashes, prev, added, changed, removed, progress
+            tbl, kb, cfg, embedder, hashes, summaries, prev, added, changed, removed, progress
         )
     version = int(tbl.version)
     build_id = f"{table_name}_v{version}"
@@ -335,6 +393,7 @@ def _build(
         lexical_file=lexical_file,
         vocab_terms_file=terms_file,
         vocab_vectors_file=vectors_file,
+        summaries=summaries,
     )
     loc.write_text(MANIFEST, manifest.to_json())  # the switch: atomic
     _drop_stale_files(loc, manifest)
@@ -366,6 +425,7 @@ def _write_full(
     cfg: EngineConfig,
     embedder: Embedder,
     hashes: Mapping[str, tuple[str, str]],
+    summaries: Mapping[str, str],
     progress: ProgressFn | None,
     write_every: int = 2048,
 ) -> int:
@@ -374,8 +434,12 @@ def _write_full(
     pending: list[dict] = []
     for start in range(0, len(ids), batch):
         chunk = [kb.nodes[n] for n in ids[start : start + batch]]
-        vecs = embedder.embed_documents([embed_text(n, cfg.index.content_chars) for n in chunk])
-        pending.extend(_row(n, v, cfg, hashes[n.node_id]) for n, v in zip(chunk, vecs, strict=True))
+        vecs = embedder.embed_documents(
+            [embed_text(n, cfg.index.content_chars, _summary(n, summaries)) for n in chunk]
+        )
+        pending.extend(
+            _row(n, v, cfg, hashes[n.node_id], summaries) for n, v in zip(chunk, vecs, strict=True)
+        )
         if len(pending) >= write_every:
             Store.add(tbl, pending)
             pending = []
@@ -391,6 +455,7 @@ def _write_incremental(
     cfg: EngineConfig,
     embedder: Embedder,
     hashes: Mapping[str, tuple[str, str]],
+    summaries: Mapping[str, str],
     prev: Mapping[str, Sequence[str]],
     added: list[str],
     changed: list[str],
@@ -405,7 +470,10 @@ def _write_incremental(
     for start in range(0, len(to_embed), batch):
         chunk = to_embed[start : start + batch]
         vecs = embedder.embed_documents(
-            [embed_text(kb.nodes[n], cfg.index.content_chars) for n in chunk]
+            [
+                embed_text(kb.nodes[n], cfg.index.content_chars, _summary(kb.nodes[n], summaries))
+                for n in chunk
+            ]
         )
         vectors.update(zip(chunk, vecs, strict=True))
         if progress:
@@ -418,7 +486,7 @@ def _write_incremental(
             where = f"id IN ({', '.join(sql_str(i) for i in part)})"
             got = Store.read(tbl, ["id", "vector"], where)
             vectors.update(zip(got.column("id").to_pylist(), vectors_of(got), strict=True))
-    rows = [_row(kb.nodes[n], vectors[n], cfg, hashes[n]) for n in to_embed + reuse]
+    rows = [_row(kb.nodes[n], vectors[n], cfg, hashes[n], summaries) for n in to_embed + reuse]
     for start in range(0, len(rows), 2048):
         Store.upsert(tbl, rows[start : start + 2048])
         if progress:

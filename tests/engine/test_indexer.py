@@ -225,3 +225,36 @@ def test_manifest_is_valid_json_with_hash_pairs(kb_dir: Path, tmp_path: Path) ->
     data = json.loads((idx / MANIFEST).read_text())
     assert all(len(v) == 2 for v in data["nodes"].values())
     assert data["format"] == 1 and data["kb_fingerprint"]
+
+
+def test_llm_summaries_are_embedded_when_configured(kb_dir: Path, tmp_path: Path) -> None:
+    from engine.indexer import summary_key
+
+    idx = tmp_path / "idx"
+    _build(kb_dir, idx)
+    kb = parse_kb(kb_dir)
+    node = kb.nodes["retrieval/rerank#重排/延迟"]
+    (idx / "summaries.json").write_text(
+        json.dumps(
+            {"version": 1, "summaries": {summary_key(node): {"summary": "重排的延迟代价。"}}},
+            ensure_ascii=False,
+        ),
+        "utf-8",
+    )
+    cfg = HASH_CFG.with_overrides({"index.use_summaries": True})
+    emb = CountingEmbedder()
+    report = build_index(kb, cfg, str(idx), embedder=emb)
+    assert report.updated == 1 and emb.chapter_texts == [
+        embed_text(node, cfg.index.content_chars, "重排的延迟代价。")
+    ]
+    assert "summary: 重排的延迟代价。" in emb.chapter_texts[0]
+    m = read_manifest(Location(str(idx)))
+    assert m.summaries == {summary_key(node): "重排的延迟代价。"}
+    assert freshness(kb, cfg, m)["fresh"] is True
+    assert build_index(kb, cfg, str(idx), embedder=CountingEmbedder()).embedded == 0
+
+
+def test_use_summaries_without_a_cache_warns(kb_dir: Path, tmp_path: Path) -> None:
+    cfg = HASH_CFG.with_overrides({"index.use_summaries": True})
+    report = build_index(parse_kb(kb_dir), cfg, str(tmp_path / "idx"), embedder=CountingEmbedder())
+    assert any("use_summaries is on" in w for w in report.warnings)
