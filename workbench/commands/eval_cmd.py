@@ -116,9 +116,8 @@ def _progress_bar(total: int):
     bar = tqdm(total=total, desc="evaluating", unit="q", file=sys.stderr, leave=False)
 
     def update(done: int, total_: int, qid: str) -> None:
-        bar.n = done
         bar.set_postfix_str(qid, refresh=False)
-        bar.refresh()
+        bar.update(done - bar.n)  # tqdm throttles redraws itself (mininterval)
 
     update.close = bar.close  # type: ignore[attr-defined]
     return update
