@@ -509,9 +509,10 @@ def optimize(
             cand = base.with_overrides(change)
         except EngineError:
             continue
-        if not base.diff(cand) or cand.hash in tried:
+        key = _ranking_key(cand)
+        if not base.diff(cand) or key in tried or key == _ranking_key(base):
             continue
-        tried.add(cand.hash)
+        tried.add(key)
         if progress:
             progress(len(results), budget, strat.name)
         res = run_experiment(
@@ -526,6 +527,15 @@ def optimize(
     if progress:
         progress(len(results), budget, "done")
     return results
+
+
+def _ranking_key(cfg: EngineConfig) -> str:
+    """Configs that rank identically share a key: RRF is invariant to scaling both weights."""
+    v, b = cfg.fusion.vector_weight, cfg.fusion.bm25_weight
+    top = max(v, b)
+    if top > 0:
+        cfg = cfg.with_overrides({"fusion.vector_weight": v / top, "fusion.bm25_weight": b / top})
+    return cfg.hash
 
 
 def gate(ws: Workspace, current: EvalRun) -> tuple[bool, str]:

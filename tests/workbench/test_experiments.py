@@ -163,3 +163,12 @@ def test_append_crash_keeps_old_log(tmp_path, monkeypatch):
         store.append(_result(store, number=2))
     assert store.records.read_bytes() == before
     assert len([json.loads(x) for x in before.decode().splitlines()]) == 1
+
+
+def test_ranking_key_treats_scaled_rrf_weights_as_one_config():
+    from workbench.experiments import _ranking_key
+
+    base = EngineConfig()
+    a = base.with_overrides({"fusion.bm25_weight": 2.0})
+    b = base.with_overrides({"fusion.vector_weight": 0.5})
+    assert _ranking_key(a) == _ranking_key(b) != _ranking_key(base)
