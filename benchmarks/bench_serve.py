@@ -77,6 +77,8 @@ def start_server(args: argparse.Namespace, port: int, log: Any) -> subprocess.Po
         cmd += ["--config", str(args.config)]
     for item in args.overrides:
         cmd += ["--set", item]
+    if args.max_concurrent is not None:
+        cmd += ["--max-concurrent", str(args.max_concurrent)]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     return subprocess.Popen(cmd, stdout=log, stderr=log, env=env, cwd=REPO)
 
@@ -186,6 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--requests", type=int, default=50, help="requests per client")
     ap.add_argument("--top-k", type=int, default=10)
+    ap.add_argument("--max-concurrent", type=int, default=None, help="passed to wikirag serve")
     ap.add_argument("--reindex", action="store_true", help="update the index before serving")
     ap.add_argument("--json", type=Path, default=REPO / "benchmarks" / "results" / "serve.json")
     args = ap.parse_args(argv)
@@ -224,6 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         "config_hash": health.get("config_hash"),
         "queries": len(queries),
         "top_k": args.top_k,
+        "server_max_concurrent": args.max_concurrent,
         "server_startup_s": round(startup_s, 2),
         "index_built": index_report,
         "single_client": single,

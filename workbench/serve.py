@@ -17,6 +17,7 @@ server, so ``/chapter/rag/chunking#intro`` would silently ask for the document n
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import hashlib
 import os
@@ -628,12 +629,15 @@ def create_app(
     engine: Any | None = None,
     llm: Any = _DEFAULT_LLM,
     admin_token: str | None = None,
+    max_concurrent: int | None = None,
 ) -> FastAPI:
     """The HTTP API serving ``cfg`` over ``ws`` (see the module docstring).
 
     ``engine`` reuses an already opened engine; ``llm`` is an ``LLMClient`` or None (default:
     the one ``cfg.llm`` / the environment configure); ``admin_token`` defaults to the
     WIKIRAG_ADMIN_TOKEN environment variable (unset: admin endpoints are open).
+    ``max_concurrent`` caps searches/answers computed at once (default: the CPU count; 0: no
+    cap); more requests wait for a slot instead of all slowing down together.
     """
     from workbench.chat import answer as chat_answer
 
@@ -646,6 +650,13 @@ def create_app(
         from workbench.llm import LLMClient
 
         llm = LLMClient.from_config(cfg.llm)
+    if max_concurrent is None:
+        max_concurrent = os.cpu_count() or 2
+    if max_concurrent < 0:
+        raise ValueError("max_concurrent must be >= 0 (0 = no cap)")
+    slots: Any = (
+        threading.BoundedSemaphore(max_concurrent) if max_concurrent else contextlib.nullcontext()
+    )
     started = time.monotonic()
     counters = {"requests": 0, "errors": 0}
     counters_lock = threading.Lock()
@@ -763,14 +774,15 @@ def create_app(
         summary="hybrid search over the KB's chapters",
     )
     def search(req: SearchRequest) -> dict[str, Any]:
-        resp = served.get().search(
-            req.query,
-            top_k=req.top_k,
-            mode=req.search_mode,
-            rerank=req.rerank,
-            filters=req.filters.to_engine() if req.filters else None,
-            expand=req.expand,
-        )
+        with slots:
+            resp = served.get().search(
+                req.query,
+                top_k=req.top_k,
+                mode=req.search_mode,
+                rerank=req.rerank,
+                filters=req.filters.to_engine() if req.filters else None,
+                expand=req.expand,
+            )
         return resp.to_dict()
 
     def chapter_list(node_id: str, relation: str) -> dict[str, Any]:
@@ -854,15 +866,16 @@ def create_app(
     )
     def ask(req: AskRequest) -> dict[str, Any]:
         history = [t.model_dump() for t in req.history] if req.history else None
-        ans = chat_answer(
-            req.question,
-            served.get(),
-            cfg,
-            history=history,
-            llm=llm,
-            mode=req.mode,
-            top_k=req.top_k,
-        )
+        with slots:
+            ans = chat_answer(
+                req.question,
+                served.get(),
+                cfg,
+                history=history,
+                llm=llm,
+                mode=req.mode,
+                top_k=req.top_k,
+            )
         return with_hash(ans.to_dict())
 
     @app.post(

@@ -19,6 +19,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_workspace_args(p)
     p.add_argument("--host", default="127.0.0.1", help="bind address (default: 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
+    p.add_argument(
+        "--max-concurrent",
+        type=int,
+        default=None,
+        metavar="N",
+        help="searches computed at once; more wait for a slot (default: CPU count; 0: no cap)",
+    )
     p.set_defaults(func=_serve)
 
     m = sub.add_parser(
@@ -46,7 +53,9 @@ def _serve(args: argparse.Namespace) -> int:
     cfg = effective_config(args, ws)
     source = ws.config_path or "built-in defaults"
     info(f"wikirag serve: KB {ws.kb}, index {ws.index}, config {source} ({cfg.hash})")
-    run_server(create_app(ws, cfg), host=args.host, port=args.port)
+    run_server(
+        create_app(ws, cfg, max_concurrent=args.max_concurrent), host=args.host, port=args.port
+    )
     return 0
 
 
