@@ -222,16 +222,12 @@ def build_mcp_server(
 
 
 def open_mcp_server(ws: Workspace, cfg: EngineConfig) -> Any:
-    """Load the engine (stdout kept clean) and build the server."""
+    """Load and warm the engine (stdout kept clean meanwhile) and build the server."""
     from workbench.llm import LLMClient
 
     with quiet_stdout():
         silence_libraries()
         served = ServedEngine(ws, cfg, missing_hint="then call the tool again; no restart needed")
-        if served.loaded:
-            import jieba
-
-            jieba.initialize()  # load the dictionary now, not during the first tool call
         return build_mcp_server(served, llm=LLMClient.from_config(cfg.llm))
 
 

@@ -357,11 +357,17 @@ class ServedEngine:
 
         self._tried_at = time.monotonic()
         try:
-            self._engine = open_engine(self.ws, self.cfg)
-            self._error = None
+            engine = open_engine(self.ws, self.cfg)
         except EngineError as exc:
             self._error = exc
             _log(f"not serving searches yet: {exc}")
+            return
+        try:
+            engine.warm_up()  # models load now, not inside the first request
+            engine.search("warm up", top_k=1)  # jieba's dictionary, BM25 weights
+        except EngineError as exc:  # e.g. a remote embedder down: searches will say so
+            _log(f"warm-up failed: {exc}")
+        self._engine, self._error = engine, None
 
     def get(self) -> Any:
         eng = self._engine
