@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engine.config import ExpansionConfig
-from engine.lexical import tokenize
+from engine.lexical import STOP_WORDS, tokenize
 from engine.types import Embedder
 
 DEFAULT_VOCAB_CAP = 20_000
@@ -196,6 +196,9 @@ def expand(
 
 
 def _redundant(term: str, query_terms: set[str], lowered_query: str) -> bool:
+    # Stop words can sit in a vocabulary built before they joined the list.
+    if term in STOP_WORDS:
+        return True
     return term in query_terms or term in lowered_query or any(q in term for q in query_terms)
 
 

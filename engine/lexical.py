@@ -26,8 +26,14 @@ TOKENIZER_MODES = ("jieba-search", "jieba")
 _STOP_TEXT = """
     的 了 是 在 和 与 及 或 也 就 都 而 把 被 对 为 从 以 之 其 这 那 有 吗 呢 吧 啊 呀 么
     我 你 他 她 它 我们 你们 他们 什么 怎么 怎样 如何 哪些 哪个 为什么 是否 可以 一个 一些
+    很多 一下 哪里 多少 还是 还有 应该 需要 时候 这个 那个 这些 那些 所以 但是 因为 如果
     a an the of to in on at by for with and or is are was were be been it this that these
     those as from what which how why do does can
+    i me my we us our you your he she his her they them their its not no yes will would
+    should could may might must shall has have had did so if then than there here when
+    where who whom whose into about over under up down out just only also very more most
+    many much few some any all each every other such own same too both between after
+    before while because through during without within per via etc
 """
 STOP_WORDS = frozenset(_STOP_TEXT.split())
 

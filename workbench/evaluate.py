@@ -9,6 +9,7 @@ same function, so a re-scored configuration gives exactly the numbers of a full 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 import json
 import pickle
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import engine as engine_pkg
 from engine import __version__ as engine_version
 from engine.atomic import atomic_write_bytes, atomic_write_text
 from engine.config import EngineConfig
@@ -45,11 +47,24 @@ _CAUSE_ORDER = list(CAUSES)
 ProgressFn = Callable[[int, int, str], None]
 
 
+@functools.cache
+def engine_code_fingerprint() -> str:
+    """Hash of the engine's source: a code change (tokenizer, expansion) must not be served
+    stale candidates from a cache written by the previous code."""
+    root = Path(engine_pkg.__file__).parent
+    h = hashlib.sha256()
+    for path in sorted(root.glob("*.py")):
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:12]
+
+
 def retrieval_key(cfg: EngineConfig, index_fingerprint: str) -> str:
-    """What the cached candidates depend on: embedder, lexical, expansion, index contents."""
+    """What the cached candidates depend on: embedder, lexical, expansion, index, code."""
     d = cfg.to_dict()
     part = {k: d[k] for k in ("embedding", "lexical", "expansion", "index")}
     part["fingerprint"] = index_fingerprint
+    part["code"] = engine_code_fingerprint()
     text = json.dumps(part, sort_keys=True)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
