@@ -438,8 +438,10 @@ class Engine:
         return r.name if r is not None else None
 
     def warm_up(self) -> None:
-        """Load the embedder (and reranker) now rather than in the first search."""
+        """Load models, jieba's dictionary and the vocabulary now, not in the first search."""
         self._embedder().embed_query("warm up")
+        with contextlib.suppress(EngineError):  # e.g. a filter-free search on an empty KB
+            self.candidates("warm up 预热", pool=1)
         reranker = self._reranker()
         if reranker is not None:
             with contextlib.suppress(ProviderError):  # search() reports them per query

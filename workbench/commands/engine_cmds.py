@@ -162,6 +162,8 @@ def _search(args: argparse.Namespace) -> int:
     if not args.query.strip():
         raise EngineError("query is empty; pass a question or keywords to search for")
     engine = _open(args)
+    # Load models first so the stage timings below describe the query, not start-up.
+    engine.warm_up()
     resp = engine.search(
         args.query,
         top_k=args.top_k,
