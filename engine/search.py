@@ -441,7 +441,7 @@ class Engine:
         """Load models, jieba's dictionary and the vocabulary now, not in the first search."""
         self._embedder().embed_query("warm up")
         with contextlib.suppress(EngineError):  # e.g. a filter-free search on an empty KB
-            self.candidates("warm up 预热", pool=1)
+            self.candidates("warm up 预热", pool=1, mode="keyword")
         reranker = self._reranker()
         if reranker is not None:
             with contextlib.suppress(ProviderError):  # search() reports them per query
