@@ -535,12 +535,14 @@ def _write_caches(
     if progress:
         progress(1, 1, "lexical")
 
+    # Titles and keywords repeat across rows (every chapter carries its document's keywords):
+    # segment each distinct string once. vocabulary_terms ignores order and repeats here.
     always: list[str] = []
-    for t in data.column("title").to_pylist():
-        always.extend(tokenize(t or ""))
+    strings = dict.fromkeys(t or "" for t in data.column("title").to_pylist())
     for kws in data.column("keywords").to_pylist():
-        for k in kws or []:
-            always.extend(tokenize(k))
+        strings.update(dict.fromkeys(kws or []))
+    for text in strings:
+        always.extend(tokenize(text))
     vocab_terms = vocabulary_terms(docs, always)
     vocab = embed_vocabulary(
         vocab_terms,
