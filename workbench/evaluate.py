@@ -59,6 +59,7 @@ def engine_code_fingerprint() -> str:
     return h.hexdigest()[:12]
 
 
+@functools.lru_cache(maxsize=1024)
 def retrieval_key(cfg: EngineConfig, index_fingerprint: str) -> str:
     """What the cached candidates depend on: embedder, lexical, expansion, index, code."""
     d = cfg.to_dict()
