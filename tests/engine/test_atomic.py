@@ -1,0 +1,32 @@
+import os
+import stat
+
+import pytest
+
+from engine.atomic import atomic_append_text, atomic_write_text
+
+
+def test_new_file_gets_umask_mode_and_old_mode_is_kept(tmp_path):
+    old = os.umask(0o022)
+    try:
+        p = tmp_path / "a.txt"
+        atomic_write_text(p, "x")
+        assert stat.S_IMODE(p.stat().st_mode) == 0o644
+        p.chmod(0o600)
+        atomic_write_text(p, "y")
+        assert stat.S_IMODE(p.stat().st_mode) == 0o600
+        assert p.read_text() == "y"
+    finally:
+        os.umask(old)
+
+
+def test_append_keeps_old_content_and_crash_keeps_file(tmp_path, monkeypatch):
+    p = tmp_path / "log.md"
+    atomic_append_text(p, "one\n")
+    atomic_append_text(p, "two\n")
+    assert p.read_text() == "one\ntwo\n"
+    monkeypatch.setattr(os, "replace", lambda a, b: (_ for _ in ()).throw(OSError("crash")))
+    with pytest.raises(OSError):
+        atomic_append_text(p, "three\n")
+    assert p.read_text() == "one\ntwo\n"
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["log.md"]
