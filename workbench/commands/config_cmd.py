@@ -25,8 +25,12 @@ def _show(args: argparse.Namespace) -> int:
     ws = workspace(args)
     cfg = effective_config(args, ws)
     if args.json:
-        print_json({"config": cfg.to_dict(), "hash": cfg.hash, "source": str(ws.config_path or "defaults")})
+        print_json(
+            {"config": cfg.to_dict(), "hash": cfg.hash, "source": str(ws.config_path or "defaults")}
+        )
     else:
-        sys.stdout.write(f"# config hash {cfg.hash} (from {ws.config_path or 'built-in defaults'})\n")
+        sys.stdout.write(
+            f"# config hash {cfg.hash} (from {ws.config_path or 'built-in defaults'})\n"
+        )
         sys.stdout.write(cfg.to_yaml())
     return 0
