@@ -66,8 +66,17 @@ def test_gate_passes_on_baseline_and_fails_on_regression(ws: Path, capsys) -> No
     assert "gate: PASS" in capsys.readouterr().out
     # both fusion weights 0: hybrid fusion returns nothing, a clear regression
     rc = main(
-        ["eval", "--kb", "kb", "--gate", "--no-save"]
-        + ["--set", "fusion.vector_weight=0", "--set", "fusion.bm25_weight=0"]
+        [
+            "eval",
+            "--kb",
+            "kb",
+            "--gate",
+            "--no-save",
+            "--set",
+            "fusion.vector_weight=0",
+            "--set",
+            "fusion.bm25_weight=0",
+        ]
     )
     err = capsys.readouterr().err
     assert rc == 1
