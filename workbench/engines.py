@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +14,7 @@ from engine.config import EngineConfig
 from workbench.context import Workspace
 from workbench.evaluate import EvalCache, Evaluator
 
+ProgressFn = Callable[[int, int, str], None]
 _lock = threading.Lock()
 _engines: dict[tuple[str, str, str], Any] = {}
 _caches: dict[str, EvalCache] = {}
@@ -23,11 +28,32 @@ def cache_dir(ws: Workspace) -> Path:
     return Path(idx) / "cache"
 
 
-def open_engine(ws: Workspace, cfg: EngineConfig) -> Any:
+def index_key(cfg: EngineConfig) -> str:
+    """What the vectors and stored texts of an index depend on: embedder and embedded text."""
+    d = cfg.to_dict()
+    emb = {k: d["embedding"][k] for k in ("provider", "model", "dims", "base_url")}
+    text = json.dumps({"embedding": emb, "index": d["index"]}, sort_keys=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:10]
+
+
+def index_location(ws: Workspace, cfg: EngineConfig) -> str:
+    """The workspace's index, or a side index for a config that embeds differently.
+
+    An experiment that changes the embedder or the embedded text (``embedding.*``,
+    ``index.*``) cannot be scored on the main index; it gets its own index beside it,
+    ``<index>@<key>``, built on first use.
+    """
+    if index_key(cfg) == index_key(ws.load_config()):
+        return str(ws.index)
+    return f"{ws.index}@{index_key(cfg)}"
+
+
+def open_engine(ws: Workspace, cfg: EngineConfig, progress: ProgressFn | None = None) -> Any:
     """One engine per (kb, index, config); engines for other configs share loaded models."""
     from engine.search import Engine  # heavy imports stay out of CLI start-up
 
-    key = (str(ws.kb.resolve()), str(ws.index), cfg.hash)
+    location = index_location(ws, cfg)
+    key = (str(ws.kb.resolve()), location, cfg.hash)
     with _lock:
         eng = _engines.get(key)
         if eng is not None:
@@ -35,9 +61,31 @@ def open_engine(ws: Workspace, cfg: EngineConfig) -> Any:
         base = next(
             (e for (kb, idx, _), e in _engines.items() if kb == key[0] and idx == key[1]), None
         )
-        eng = base.with_config(cfg) if base is not None else Engine.open(ws.kb, ws.index, cfg)
+        if base is not None:
+            eng = base.with_config(cfg)
+        else:
+            if location != str(ws.index):
+                _ensure_side_index(ws, cfg, location, progress)
+            eng = Engine.open(ws.kb, location, cfg)
         _engines[key] = eng
         return eng
+
+
+def _ensure_side_index(
+    ws: Workspace, cfg: EngineConfig, location: str, progress: ProgressFn | None
+) -> None:
+    from engine.indexer import build_index, read_manifest
+    from engine.store import Location
+    from engine.tree import parse_kb
+
+    if read_manifest(Location(location, None)) is not None:
+        build_index(parse_kb(ws.kb), cfg, location, progress)  # incremental: cheap if fresh
+        return
+    sys.stderr.write(
+        f"building a side index for this config's embedding settings at {location} "
+        "(first use only)\n"
+    )
+    build_index(parse_kb(ws.kb), cfg, location, progress)
 
 
 def forget_engines() -> None:
@@ -47,7 +95,7 @@ def forget_engines() -> None:
 
 
 def evaluator(ws: Workspace, cfg: EngineConfig) -> Evaluator:
-    key = str(ws.index)
+    key = str(ws.index)  # one cache per workspace; keys inside tell index versions apart
     with _lock:
         cache = _caches.get(key)
         if cache is None:

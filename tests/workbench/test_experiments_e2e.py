@@ -1,0 +1,50 @@
+"""Experiments end to end on a tiny KB (hash embedder): log, baseline, side indexes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from engine.indexer import build_index
+from engine.tree import parse_kb
+from tests.engine.engine_kit import HASH_CFG, write_kb
+from tests.workbench.test_evaluate import GOLDEN
+from workbench.context import resolve
+from workbench.engines import evaluator, index_location, open_engine
+from workbench.experiments import ExperimentStore, run_experiment
+
+
+@pytest.fixture
+def ws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.chdir(tmp_path)
+    kb = write_kb(tmp_path / "kb")
+    build_index(parse_kb(kb), HASH_CFG, str(tmp_path / ".wikirag" / "kb"))
+    (tmp_path / "datasets").mkdir()
+    (tmp_path / "datasets" / "kb.yaml").write_text(GOLDEN, encoding="utf-8")
+    (tmp_path / "experiments" / "kb").mkdir(parents=True)
+    HASH_CFG.save(tmp_path / "experiments" / "kb" / "baseline.yaml")
+    return resolve("kb")
+
+
+def test_try_logs_and_keeps_baseline_on_rollback(ws) -> None:
+    res = run_experiment(ws, lambda c: evaluator(ws, c), {"fusion.vector_weight": 0.0})
+    store = ExperimentStore(ws.experiments)
+    assert [r["number"] for r in store.load_records()] == [res.number] == [1]
+    log = store.log_md.read_text(encoding="utf-8")
+    assert "### Experiment 1:" in log and "**Holdout**" in log
+    if not res.decision.accepted:
+        assert store.baseline_config() == HASH_CFG
+
+
+def test_embedding_changes_get_a_side_index(ws) -> None:
+    cfg = HASH_CFG.with_overrides({"index.content_chars": 60})
+    assert index_location(ws, HASH_CFG) == str(ws.index)
+    side = index_location(ws, cfg)
+    assert side.startswith(str(ws.index) + "@")
+    assert index_location(ws, HASH_CFG.with_overrides({"fusion.k": 5.0})) == str(ws.index)
+    eng = open_engine(ws, cfg)
+    assert Path(side).is_dir()
+    assert eng.stats()["index"]["rows"] == len(eng.kb.nodes)
+    res = run_experiment(ws, lambda c: evaluator(ws, c), {"index.content_chars": 60})
+    assert res.cand_hash == cfg.hash
