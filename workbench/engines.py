@@ -48,11 +48,22 @@ def index_location(ws: Workspace, cfg: EngineConfig) -> str:
     return f"{ws.index}@{index_key(cfg)}"
 
 
-def open_engine(ws: Workspace, cfg: EngineConfig, progress: ProgressFn | None = None) -> Any:
-    """One engine per (kb, index, config); engines for other configs share loaded models."""
+def open_engine(
+    ws: Workspace,
+    cfg: EngineConfig,
+    progress: ProgressFn | None = None,
+    *,
+    side_index: bool = False,
+) -> Any:
+    """One engine per (kb, index, config); engines for other configs share loaded models.
+
+    Serving opens the workspace's index as it is (a mismatch is reported, not papered
+    over); evaluation passes ``side_index=True`` so a config that embeds differently is
+    scored on its own index (see ``index_location``).
+    """
     from engine.search import Engine  # heavy imports stay out of CLI start-up
 
-    location = index_location(ws, cfg)
+    location = index_location(ws, cfg) if side_index else str(ws.index)
     key = (str(ws.kb.resolve()), location, cfg.hash)
     with _lock:
         eng = _engines.get(key)
@@ -100,4 +111,4 @@ def evaluator(ws: Workspace, cfg: EngineConfig) -> Evaluator:
         cache = _caches.get(key)
         if cache is None:
             cache = _caches[key] = EvalCache.open(cache_dir(ws))
-    return Evaluator(open_engine(ws, cfg), cache)
+    return Evaluator(open_engine(ws, cfg, side_index=True), cache)

@@ -43,7 +43,7 @@ def test_embedding_changes_get_a_side_index(ws) -> None:
     side = index_location(ws, cfg)
     assert side.startswith(str(ws.index) + "@")
     assert index_location(ws, HASH_CFG.with_overrides({"fusion.k": 5.0})) == str(ws.index)
-    eng = open_engine(ws, cfg)
+    eng = open_engine(ws, cfg, side_index=True)
     assert Path(side).is_dir()
     assert eng.stats()["index"]["rows"] == len(eng.kb.nodes)
     res = run_experiment(ws, lambda c: evaluator(ws, c), {"index.content_chars": 60})
