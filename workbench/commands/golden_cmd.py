@@ -1,0 +1,118 @@
+"""`wikirag golden validate|drift|remap`: the Golden set page's checks, headless."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from engine.errors import EngineError
+from engine.tree import KnowledgeBase, parse_kb
+from workbench import golden
+from workbench.commands.common import info, print_json, workspace
+
+
+def _args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--kb", default="wiki", help="knowledge base folder (default: wiki)")
+    p.add_argument("--dataset", default=None, help="golden set (default: datasets/<kb>.yaml)")
+    p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("golden", help="validate a golden set; find and remap stale labels")
+    gs = p.add_subparsers(dest="golden_command", metavar="ACTION")
+    v = gs.add_parser("validate", help="errors and coverage warnings (exit 1 on errors)")
+    _args(v)
+    v.set_defaults(func=_validate)
+    d = gs.add_parser("drift", help="labels whose chapters no longer exist, with likely new ids")
+    _args(d)
+    d.set_defaults(func=_drift)
+    r = gs.add_parser("remap", help="replace stale ids: OLD=NEW pairs, or --apply-suggestions")
+    _args(r)
+    r.add_argument("pairs", nargs="*", metavar="OLD=NEW")
+    r.add_argument(
+        "--apply-suggestions", action="store_true", help="use the top suggestion for every stale id"
+    )
+    r.set_defaults(func=_remap)
+    p.set_defaults(func=lambda a: p.print_help())
+
+
+def _load(args: argparse.Namespace) -> tuple[golden.GoldenSet, KnowledgeBase]:
+    args.index = None
+    args.config = None
+    ws = workspace(args)
+    return golden.load(ws.dataset), parse_kb(ws.kb)
+
+
+def _validate(args: argparse.Namespace) -> int:
+    gs, kb = _load(args)
+    issues = golden.validate(gs, kb)
+    errors = [i for i in issues if i.level == "error"]
+    if args.json:
+        print_json(
+            {
+                "dataset": str(gs.path),
+                "queries": len(gs.items),
+                "answerable": len(gs.answerable()),
+                "issues": [
+                    {
+                        "level": i.level,
+                        "item": i.item_id,
+                        "message": i.message,
+                        "suggestions": list(i.suggestions),
+                    }
+                    for i in issues
+                ],
+            }
+        )
+    else:
+        for i in issues:
+            sys.stdout.write(f"{i}\n")
+        sys.stdout.write(
+            f"{gs.path}: {len(gs.items)} queries ({len(gs.answerable())} answerable), "
+            f"{len(errors)} errors, {len(issues) - len(errors)} warnings\n"
+        )
+    return 1 if errors else 0
+
+
+def _drift(args: argparse.Namespace) -> int:
+    gs, kb = _load(args)
+    drift = golden.drift_report(gs, kb)
+    if args.json:
+        print_json(
+            [
+                {"item": d.item_id, "stale_id": d.stale_id, "suggestions": list(d.suggestions)}
+                for d in drift
+            ]
+        )
+        return 0
+    if not drift:
+        sys.stdout.write("no drift: every relevant id exists in the KB\n")
+    for d in drift:
+        sys.stdout.write(f"{d.item_id}: {d.stale_id}\n")
+        for n, s in enumerate(d.suggestions, 1):
+            sys.stdout.write(f"    {n}. {s}\n")
+    return 0
+
+
+def _remap(args: argparse.Namespace) -> int:
+    gs, kb = _load(args)
+    mapping: dict[str, str] = {}
+    if args.apply_suggestions:
+        for d in golden.drift_report(gs, kb):
+            if d.suggestions:
+                mapping[d.stale_id] = d.suggestions[0]
+    for pair in args.pairs:
+        old, sep, new = pair.partition("=")
+        if not sep or not old or not new:
+            raise EngineError(f"expected OLD=NEW, got {pair!r}")
+        if new not in kb:
+            raise EngineError(f"{new!r} is not a node id of {args.kb}; see `wikirag tree`")
+        mapping[old] = new
+    if not mapping:
+        info("nothing to remap")
+        return 0
+    saved = golden.save(golden.remap(gs, mapping))
+    for old, new in mapping.items():
+        info(f"{old} -> {new}")
+    info(f"saved {saved.path}")
+    return 0
