@@ -82,6 +82,8 @@ class Node:
         kw = self.frontmatter.get("keywords") or []
         if isinstance(kw, str):
             kw = [k.strip() for k in kw.replace("，", ",").split(",")]
+        elif not isinstance(kw, (list, tuple, set, dict)):
+            kw = [kw]  # `keywords: 12` in front matter is one keyword, not a crash
         return [str(k).strip() for k in kw if str(k).strip()]
 
     @property
