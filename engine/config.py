@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import yaml
 
-from engine.errors import ConfigError
+from engine.errors import ConfigError, yaml_error_summary
 
 SearchMode = Literal["hybrid", "vector", "keyword"]
 ExpandMode = Literal["none", "children", "siblings", "parent"]
@@ -155,7 +155,9 @@ class EngineConfig:
         try:
             data = yaml.safe_load(text)
         except yaml.YAMLError as exc:
-            raise ConfigError(f"config is not valid YAML: {exc}. Fix the file's syntax.") from exc
+            raise ConfigError(
+                f"config is not valid YAML ({yaml_error_summary(exc)}). Fix the file's syntax."
+            ) from exc
         if data is not None and not isinstance(data, dict):
             raise ConfigError("config must be a YAML mapping of sections (embedding, fusion, ...)")
         return cls.from_dict(data)
@@ -165,7 +167,10 @@ class EngineConfig:
         p = Path(path)
         if not p.is_file():
             raise ConfigError(f"config file {p} does not exist; run `wikirag config show > {p}`")
-        return cls.from_yaml(p.read_text(encoding="utf-8"))
+        try:
+            return cls.from_yaml(p.read_text(encoding="utf-8"))
+        except (ConfigError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{p}: {exc}") from exc
 
     def save(self, path: str | Path) -> None:
         from engine.atomic import atomic_write_text

@@ -42,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     except (EngineError, ValueError, OSError) as exc:
         if args.debug:
             raise
-        sys.stderr.write(f"wikirag: error: {exc}\n")
+        message = " ".join(str(exc).split())  # the contract is one line, whatever raised it
+        sys.stderr.write(f"wikirag: error: {message}\n")
         return 2
     except KeyboardInterrupt:
         sys.stderr.write("wikirag: interrupted\n")

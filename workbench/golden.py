@@ -21,7 +21,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from engine.atomic import atomic_write_text
-from engine.errors import EngineError
+from engine.errors import EngineError, yaml_error_summary
 
 DIFFICULTIES = ("easy", "medium", "hard")
 TARGET_MIX = {"easy": 0.3, "medium": 0.5, "hard": 0.2}
@@ -150,14 +150,22 @@ def load(path: str | Path) -> GoldenSet:
             f"golden set {p} not found; create one in the Golden set page or copy datasets/wiki.yaml"
         )
     raw = p.read_bytes()
-    return parse(raw.decode("utf-8-sig"), path=p, sha256=hashlib.sha256(raw).hexdigest())
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise GoldenSetError(
+            f"golden set {p} is not UTF-8 text ({exc}); re-save it as UTF-8"
+        ) from exc
+    return parse(text, path=p, sha256=hashlib.sha256(raw).hexdigest())
 
 
 def parse(text: str, path: Path | None = None, sha256: str = "") -> GoldenSet:
     try:
         data = _yaml().load(text)
     except Exception as exc:  # ruamel raises several unrelated error types
-        raise GoldenSetError(f"golden set {path or ''} is not valid YAML: {exc}") from exc
+        raise GoldenSetError(
+            f"golden set {path or ''} is not valid YAML: {yaml_error_summary(exc)}"
+        ) from exc
     if data is None:
         data = {}
     if not isinstance(data, Mapping):
@@ -183,6 +191,12 @@ def _item(q: Mapping[str, Any], n: int) -> GoldenItem:
     if isinstance(ac, str):
         ac = [ac]
     grades = q.get("grades") or {}
+    if not isinstance(grades, Mapping):
+        raise GoldenSetError(f"{item_id}: `grades` must map node ids to integers, e.g. {{id: 2}}")
+    try:
+        grades = {str(k): int(v) for k, v in grades.items()}
+    except (TypeError, ValueError) as exc:
+        raise GoldenSetError(f"{item_id}: `grades` values must be integers ({exc})") from exc
     return GoldenItem(
         id=item_id,
         query=str(q.get("query") or "").strip(),
@@ -193,7 +207,7 @@ def _item(q: Mapping[str, Any], n: int) -> GoldenItem:
         notes=str(q.get("notes") or ""),
         split=str(q.get("split") or default_split(item_id)),
         unanswerable=bool(q.get("unanswerable", False)),
-        grades={str(k): int(v) for k, v in dict(grades).items()},
+        grades=grades,
     )
 
 
