@@ -96,7 +96,19 @@ def _ensure_side_index(
         f"building a side index for this config's embedding settings at {location} "
         "(first use only)\n"
     )
-    build_index(parse_kb(ws.kb), cfg, location, progress)
+    if progress is not None:
+        build_index(parse_kb(ws.kb), cfg, location, progress)
+        return
+    from tqdm import tqdm
+
+    with tqdm(file=sys.stderr, unit="item", leave=False) as bar:
+
+        def show(done: int, total: int, stage: str) -> None:
+            bar.total = total
+            bar.set_description(stage, refresh=False)
+            bar.update(done - bar.n)
+
+        build_index(parse_kb(ws.kb), cfg, location, show)
 
 
 def forget_engines() -> None:
