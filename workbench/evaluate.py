@@ -323,8 +323,9 @@ class Evaluator:
             pool = pool_size(cfg, cfg.search.top_k, use_rerank)
             rerank_scores = None
             rerank_ms = 0.0
+            fused_ids = [nid for nid, _ in fuse(cands, cfg, mode, pool)]
             if use_rerank:
-                head = [nid for nid, _ in fuse(cands, cfg, mode, pool)][: cfg.rerank.max_candidates]
+                head = fused_ids[: cfg.rerank.max_candidates]
                 rerank_scores, rerank_ms = self.rerank_scores(cfg, item.query, head)
             kb = getattr(self.engine, "kb", None)
             children_of = (lambda nid: kb.nodes[nid].children_ids) if kb is not None else None
@@ -348,7 +349,10 @@ class Evaluator:
         ids = [r.node_id for r in ranked]
         values = M.evaluate_query(ids, item.qrels, _measures(), hierarchy)
         latency = _mode_latency(cands, cand_ms, mode) + rerank_ms + min(rank_ms, 1000.0)
-        attribution = attribute(item, ranked, cands, pool, mode, use_rerank)
+        fusion_ranks = {nid: i + 1 for i, nid in enumerate(fused_ids)}
+        attribution = attribute(
+            item, ranked, cands, pool, mode, use_rerank, fusion_ranks=fusion_ranks
+        )
         cause = attribution[0]["cause"] if attribution else None
         return QueryResult(item, mode, ranked, values, latency, attribution, cause)
 
@@ -447,6 +451,7 @@ def attribute(
     mode: str,
     use_rerank: bool,
     k: int = ATTRIBUTION_K,
+    fusion_ranks: Mapping[str, int] | None = None,
 ) -> list[dict[str, Any]]:
     """Where each relevant chapter missing from the top ``k`` was lost (DESIGN.md #3).
 
@@ -463,7 +468,12 @@ def attribute(
     bm = {nid: i + 1 for i, (nid, _) in enumerate(cands.bm25[:pool])}
     vec_full = {nid: i + 1 for i, (nid, _) in enumerate(cands.vector)}
     bm_full = {nid: i + 1 for i, (nid, _) in enumerate(cands.bm25)}
-    fusion_rank = {r.node_id: r.fusion_rank for r in ranked if r.fusion_rank is not None}
+    # ``ranked`` stops at the evaluated depth; rerank can push a chapter fusion placed in
+    # the top k below it, so the full fused order is passed in when known.
+    if fusion_ranks is not None:
+        fusion_rank = dict(fusion_ranks)
+    else:
+        fusion_rank = {r.node_id: r.fusion_rank for r in ranked if r.fusion_rank is not None}
     out = []
     for nid in item.relevant:
         if nid in top:
