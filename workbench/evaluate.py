@@ -342,6 +342,21 @@ class Evaluator:
                 children_of=children_of,
                 pool=pool,
             )
+            top_k = cfg.search.top_k
+            if cfg.injection.enabled and children_of is not None and depth > top_k:
+                # Injection depends on what is already in the list, so a deeper list can
+                # differ within its first top_k; keep those equal to a live search's.
+                head = rank(
+                    cands,
+                    cfg,
+                    top_k=top_k,
+                    mode=mode,
+                    rerank_scores=rerank_scores,
+                    children_of=children_of,
+                    pool=pool,
+                )
+                seen = {r.node_id for r in head}
+                ranked = head + [r for r in ranked if r.node_id not in seen][: depth - len(head)]
             rank_ms = (time.perf_counter() - t0) * 1000
         except Exception as exc:  # one bad query must not sink a run; it is counted
             return QueryResult(item, mode, [], _zero_metrics(), 0.0, [], None, error=str(exc))
