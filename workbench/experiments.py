@@ -308,8 +308,14 @@ class ExperimentStore:
             return None
         last = recs[-1]
         cfg = EngineConfig.from_yaml(last["config_yaml"])
-        if self.baseline_config().hash != cfg.hash and not _restored_after(
-            self.load_records(), last
+        current = self.baseline_config().hash
+        # The crash signature is a baseline still at the config the experiment started
+        # from; any other baseline was edited by hand after the accept and is kept.
+        started_from = (last.get("baseline") or {}).get("hash", current)
+        if (
+            current != cfg.hash
+            and current == started_from
+            and not _restored_after(self.load_records(), last)
         ):
             self.write_baseline(cfg)
             return f"baseline re-applied from experiment {last['number']} (interrupted write)"
