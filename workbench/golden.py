@@ -380,6 +380,9 @@ def dump(gs: GoldenSet, base_text: str | None = None) -> str:
         new = it.to_dict()
         if not _explicit_split(old_by_id.get(it.id)) and it.split == default_split(it.id):
             new.pop("split", None)  # keep files short: the default split is implied by the id
+        prev = old_by_id.get(it.id)
+        if prev is not None and "difficulty" not in prev and it.difficulty == "medium":
+            new.pop("difficulty", None)  # implied too: a no-op save must not touch the item
         q = old_by_id.get(it.id, CommentedMap())
         for key in list(q.keys()):
             if key in _KNOWN_KEYS and key not in new:
