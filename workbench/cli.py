@@ -7,13 +7,21 @@ import importlib
 import os
 import pkgutil
 import sys
+from typing import NoReturn
 
 import workbench.commands as commands_pkg
 from engine.errors import EngineError
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors follow the CLI's contract too: one line on stderr, exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="wikirag",
         description="Measure and tune hybrid retrieval over a Markdown wiki.",
     )

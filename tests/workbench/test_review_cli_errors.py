@@ -59,3 +59,12 @@ def test_config_yaml_syntax_error_is_one_line(ws: Path, capsys) -> None:
     (ws / "bad.yaml").write_text("embedding: [\n  bad", encoding="utf-8")
     assert main(["config", "show", "--kb", "kb", "--config", "bad.yaml"]) == 2
     assert "bad.yaml" in _one_line_error(capsys)
+
+
+def test_usage_errors_are_one_line(ws: Path, capsys) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["eval", "--kb", "kb", "--split", "bogus"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "invalid choice: 'bogus'" in err, err
+    assert "--help" in err
