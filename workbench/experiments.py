@@ -279,9 +279,10 @@ class ExperimentStore:
     def accepted_versions(self) -> list[dict[str, Any]]:
         """Version 0 is the first baseline; each accepted experiment adds one."""
         out = []
-        for path in sorted(self.versions.glob("v*.yaml"), key=lambda p: int(p.stem[1:])):
-            out.append({"version": int(path.stem[1:]), "path": str(path)})
-        return out
+        for path in self.versions.glob("v*.yaml"):
+            if path.stem[1:].isdigit():  # a user's "v2-old.yaml" copy is not a version
+                out.append({"version": int(path.stem[1:]), "path": str(path)})
+        return sorted(out, key=lambda v: v["version"])
 
     def ensure_initial_version(self) -> None:
         if not (self.versions / "v0.yaml").is_file():
