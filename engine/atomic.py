@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 
@@ -43,7 +44,29 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 
 def atomic_append_text(path: Path, text: str) -> None:
-    """Append by rewriting atomically: the old content plus ``text``, never a half entry."""
+    """Append by rewriting atomically: the old content plus ``text``, never a half entry.
+
+    Read-then-rewrite would drop an entry another process appended in between (the UI and
+    the CLI logging experiments at once), so writers take turns on a lock file beside it;
+    the lock cannot be the file itself, which each rewrite replaces, so it is the folder.
+    """
     path = Path(path)
-    old = path.read_bytes() if path.exists() else b""
-    atomic_write_bytes(path, old + text.encode("utf-8"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _exclusive(path.parent):
+        old = path.read_bytes() if path.exists() else b""
+        atomic_write_bytes(path, old + text.encode("utf-8"))
+
+
+@contextlib.contextmanager
+def _exclusive(folder: Path) -> Iterator[None]:
+    try:
+        import fcntl
+    except ImportError:  # Windows: no advisory locks; appends are rare and short
+        yield
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
