@@ -267,8 +267,10 @@ class Evaluator:
 
     def candidates(self, cfg: EngineConfig, query: str) -> tuple[Candidates, float]:
         key = (retrieval_key(cfg, self._fingerprint()), query)
+        top_k = cfg.search.top_k
+        need = max(MAX_CACHED_POOL, pool_size(cfg, top_k, False), pool_size(cfg, top_k, True))
         hit = self.cache.candidates.get(key)
-        if hit is not None:
+        if hit is not None and (hit[0].pool or MAX_CACHED_POOL) >= need:
             self.cache.hits += 1
             return hit
         self.cache.misses += 1
@@ -280,7 +282,7 @@ class Evaluator:
                 warm_up()
             self._warm.add(id(eng))
         t0 = time.perf_counter()
-        cands = eng.candidates(query, pool=MAX_CACHED_POOL)
+        cands = eng.candidates(query, pool=need)  # deeper than the usual 200 when asked
         ms = (time.perf_counter() - t0) * 1000
         with self.cache._lock:
             self.cache.candidates[key] = (cands, ms)
