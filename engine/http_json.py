@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
@@ -50,28 +51,63 @@ def post_json(
 
     ``what`` names the provider in messages ("embedding provider", "reranker").
     """
+    secrets = [v.split(" ", 1)[-1] for v in (headers or {}).values() if v]
+    if urlsplit(url).password:
+        secrets.append(str(urlsplit(url).password))
+    try:
+        return _post_json(client, url, payload, what=what, timeout_s=timeout_s, headers=headers)
+    except ProviderError as exc:
+        # A server may echo the key back in its error body; a key may sit in the URL.
+        raise ProviderError(_scrub(str(exc), secrets)) from exc.__cause__
+
+
+def _post_json(
+    client: httpx.Client,
+    url: str,
+    payload: dict[str, Any],
+    *,
+    what: str,
+    timeout_s: float,
+    headers: dict[str, str] | None,
+) -> Any:
+    shown = _safe_url(url)
     try:
         resp = client.post(url, json=payload, headers=headers, timeout=timeout_s)
     except httpx.TimeoutException as exc:
         raise ProviderError(
-            f"{what} at {url} did not answer within {timeout_s:g} s "
+            f"{what} at {shown} did not answer within {timeout_s:g} s "
             f"({type(exc).__name__}); check the server or raise the timeout_s setting"
         ) from exc
     except httpx.HTTPError as exc:
         raise ProviderError(
-            f"{what} at {url} is unreachable ({type(exc).__name__}: {exc}); "
+            f"{what} at {shown} is unreachable ({type(exc).__name__}: {exc}); "
             "check base_url and that the server is running"
         ) from exc
     if not resp.is_success:
         raise ProviderError(
-            f"{what} at {url} answered HTTP {resp.status_code}: {_preview(resp.text)}"
+            f"{what} at {shown} answered HTTP {resp.status_code}: {_preview(resp.text)}"
         )
     try:
         return resp.json()
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ProviderError(
-            f"{what} at {url} returned a body that is not JSON: {_preview(resp.text)}"
+            f"{what} at {shown} returned a body that is not JSON: {_preview(resp.text)}"
         ) from exc
+
+
+def _safe_url(url: str) -> str:
+    """The URL without ``user:password@`` (never shown in a message)."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
+
+
+def _scrub(text: str, secrets: list[str]) -> str:
+    for secret in secrets:
+        if len(secret) >= 4:
+            text = text.replace(secret, "***")
+    return text
 
 
 def _preview(text: str) -> str:
