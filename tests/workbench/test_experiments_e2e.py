@@ -48,3 +48,11 @@ def test_embedding_changes_get_a_side_index(ws) -> None:
     assert eng.stats()["index"]["rows"] == len(eng.kb.nodes)
     res = run_experiment(ws, lambda c: evaluator(ws, c), {"index.content_chars": 60})
     assert res.cand_hash == cfg.hash
+
+
+@pytest.mark.parametrize("argv", [["--tiers", "9"], ["--tiers", "x"], ["--budget", "0"]])
+def test_optimize_rejects_bad_arguments(ws, argv, capsys) -> None:
+    from workbench.cli import main
+
+    assert main(["optimize", "--kb", "kb", *argv]) == 2
+    assert "--" in capsys.readouterr().err

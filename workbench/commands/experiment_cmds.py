@@ -167,6 +167,10 @@ def _optimize(args: argparse.Namespace) -> int:
         tiers = {int(t) for t in args.tiers.split(",") if t.strip()}
     except ValueError as exc:
         raise EngineError(f"--tiers must be a comma list of 1-4, got {args.tiers!r}") from exc
+    if not tiers or not tiers <= {1, 2, 3, 4}:
+        raise EngineError(f"--tiers must be a comma list of 1-4, got {args.tiers!r}")
+    if args.budget < 1:
+        raise EngineError(f"--budget must be at least 1, got {args.budget}")
     store = ExperimentStore(ws.experiments)
     before = store.baseline_config()
     results = optimize(
