@@ -426,7 +426,9 @@ class Evaluator:
 def _measures() -> tuple[M.Measure, ...]:
     ks = M.DEFAULT_KS
     names = [
-        f"{m}@{k}" for m in ("recall", "precision", "hit", "ndcg", "hrecall", "mrr") for k in ks
+        f"{m}@{k}"
+        for m in ("recall", "precision", "hit", "ndcg", "hrecall", "hndcg", "mrr")
+        for k in ks
     ]
     return tuple(M.parse_measure(n) for n in [*names, "mrr", "map"])
 

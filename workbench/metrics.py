@@ -49,6 +49,9 @@ Measures (K is a positive integer cut-off; trec_eval's name in brackets):
   non-relevant documents (a relevant document with n_r = 0 adds 1).
 - ``hrecall@K``: hierarchical recall; see :func:`hierarchical_credit`. Without a
   hierarchy it equals ``recall@K``.
+- ``hndcg@K``: NDCG whose gains follow the heading tree (a child, parent or sibling of a
+  relevant chapter earns partial gain); see :func:`tree_gains`. Without a hierarchy it
+  equals ``ndcg@K``.
 """
 
 from __future__ import annotations
@@ -66,6 +69,7 @@ DEFAULT_KS: tuple[int, ...] = (1, 3, 5, 10, 20)
 CREDIT_EXACT = 1.0
 CREDIT_DESCENDANT = 0.5
 CREDIT_ANCESTOR = 0.3
+CREDIT_SIBLING = 0.2  # hndcg only: a sibling chapter is a near miss, not part of the answer
 
 Hierarchy = Callable[[str], "str | None"] | Mapping[str, "str | None"]
 
@@ -206,6 +210,62 @@ def _hrecall(q: _Query, k: int | None) -> float:
     return sum(hierarchical_credit(rel, top, q.hierarchy) for rel in q.relevant) / len(q.relevant)
 
 
+def _hndcg(q: _Query, k: int | None) -> float:
+    """NDCG with partial gains that follow the heading tree (see :func:`tree_gains`)."""
+    ideal = _dcg(q.ideal if k is None else q.ideal[:k])
+    if ideal <= 0.0:
+        return 0.0
+    top = q.ranked[: q.depth(k)]
+    grade = dict(zip(q.ranked, q.grades, strict=True))
+    rel_grades = {r: max(grade.get(r, 0), 1) for r in q.relevant}
+    gains = tree_gains(top, rel_grades, q.hierarchy)
+    return sum(g / math.log2(i + 2) for i, g in enumerate(gains) if g > 0) / ideal
+
+
+def tree_gains(
+    top: Sequence[str], relevant: Mapping[str, int], hierarchy: Hierarchy | None
+) -> list[float]:
+    """Gain of each ranked item for ``hndcg``: graded NDCG by parent/child/sibling.
+
+    Walking the ranking top down, an item that is itself relevant gains its grade. Any
+    other item gains ``credit x grade`` for the best relevant chapter it is near that is
+    not yet credited and not itself in ``top``: credit 0.5 for a descendant of it, 0.3 for
+    an ancestor, 0.2 for a sibling (same parent). Each relevant chapter is credited once
+    and each item credits at most one, so DCG <= ideal DCG and ``hndcg@K`` lies in
+    [ndcg@K, 1] for binary qrels.
+    """
+    parent_of = _as_parent_fn(hierarchy)
+    in_top = set(top)
+    credited: set[str] = set()
+    gains: list[float] = []
+    for doc in top:
+        if doc in relevant and doc not in credited:
+            credited.add(doc)
+            gains.append(float(relevant[doc]))
+            continue
+        best, best_rel = 0.0, None
+        if parent_of is not None:
+            doc_anc = _ancestors(doc, parent_of)
+            doc_parent = parent_of(doc)
+            for rel, g in sorted(relevant.items()):
+                if rel in credited or rel in in_top:
+                    continue
+                if rel in doc_anc:
+                    c = CREDIT_DESCENDANT
+                elif doc in _ancestors(rel, parent_of):
+                    c = CREDIT_ANCESTOR
+                elif doc_parent is not None and doc_parent == parent_of(rel):
+                    c = CREDIT_SIBLING
+                else:
+                    continue
+                if c * g > best:
+                    best, best_rel = c * g, rel
+        if best_rel is not None:
+            credited.add(best_rel)
+        gains.append(best)
+    return gains
+
+
 @dataclass(frozen=True)
 class _Spec:
     fn: Callable[[_Query, int | None], float]
@@ -232,6 +292,13 @@ _REGISTRY: dict[str, _Spec] = {
         _hrecall,
         "required",
         "hierarchical recall: exact 1, descendant 0.5, ancestor 0.3",
+        None,
+        None,
+    ),
+    "hndcg": _Spec(
+        _hndcg,
+        "required",
+        "NDCG with tree gains: exact grade, descendant 0.5, ancestor 0.3, sibling 0.2",
         None,
         None,
     ),
@@ -300,10 +367,10 @@ def from_trec_name(name: str) -> Measure:
 
 
 def default_measures(ks: Sequence[int] | None = None) -> tuple[Measure, ...]:
-    """The workbench's standard set: mrr and map, then recall/precision/hit/mrr/ndcg/hrecall @K."""
+    """The standard set: mrr and map, then recall/precision/hit/mrr/ndcg/hrecall/hndcg @K."""
     ks = DEFAULT_KS if ks is None else tuple(ks)
     out = [Measure("mrr"), Measure("map")]
-    for name in ("recall", "precision", "hit", "mrr", "ndcg", "hrecall"):
+    for name in ("recall", "precision", "hit", "mrr", "ndcg", "hrecall", "hndcg"):
         out.extend(Measure(name, k) for k in ks)
     return tuple(out)
 

@@ -41,8 +41,9 @@ def test_parse_round_trip_and_aliases():
     assert parse_measure(Measure("map")) == Measure("map")
     assert {str(m) for m in default_measures(ks=[5])} == {
         "mrr", "map", "recall@5", "precision@5", "hit@5", "mrr@5", "ndcg@5", "hrecall@5",
+        "hndcg@5",
     }  # fmt: skip
-    assert len(default_measures()) == 2 + 6 * len(DEFAULT_KS)
+    assert len(default_measures()) == 2 + 7 * len(DEFAULT_KS)
 
 
 @pytest.mark.parametrize("text", ["bleu@5", "ndcg@", "ndcg@0", "precision", "rprec@5", "@5", ""])
@@ -192,7 +193,7 @@ def test_aggregate_worst_and_latency():
 
 
 def test_known_measures_lists_every_name():
-    assert len(known_measures()) == 9
+    assert len(known_measures()) == 10
 
 
 # trec_eval's own expected outputs

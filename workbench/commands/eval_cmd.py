@@ -18,7 +18,7 @@ from workbench.commands.common import (
 )
 from workbench.evaluate import CAUSES, EvalRun, save_run, trec_qrels_lines, trec_run_lines
 
-TABLE_MEASURES = ("recall", "precision", "hit", "ndcg", "hrecall", "mrr")
+TABLE_MEASURES = ("recall", "precision", "hit", "ndcg", "hrecall", "hndcg", "mrr")
 TABLE_KS = (1, 3, 5, 10, 20)
 
 
