@@ -411,14 +411,18 @@ def save(gs: GoldenSet, path: str | Path | None = None, *, force: bool = False) 
     if not str(p):
         raise GoldenSetError("no path to save the golden set to")
     base_text = None
+    same_file = gs.path is not None and p.resolve() == Path(gs.path).resolve()
     if p.is_file():
         raw = p.read_bytes()
-        if not force and gs.sha256 and hashlib.sha256(raw).hexdigest() != gs.sha256:
+        if not same_file and not force:
+            raise ConflictError(f"{p} already exists; save with force to overwrite it")
+        if same_file and not force and gs.sha256 and hashlib.sha256(raw).hexdigest() != gs.sha256:
             raise ConflictError(
                 f"{p} was changed outside the workbench since it was loaded; reload it "
                 "(your edits are kept in the page) or save with force to overwrite"
             )
-        base_text = raw.decode("utf-8-sig")
+        if same_file:  # keep this file's comments and order; another file's are not ours
+            base_text = raw.decode("utf-8-sig")
     text = dump(gs, base_text)
     atomic_write_text(p, text)
     return GoldenSet(gs.name, gs.items, p, hashlib.sha256(text.encode("utf-8")).hexdigest())

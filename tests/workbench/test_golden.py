@@ -194,3 +194,18 @@ def test_bad_yaml_is_clear_error(tmp_path):
 
 def test_next_id():
     assert g.next_id(g.parse(TEXT)) == "q052"
+
+
+def test_save_as_new_file_and_refuse_to_clobber_another(tmp_path):
+    p = tmp_path / "demo.yaml"
+    p.write_text(TEXT, encoding="utf-8")
+    gs = g.load(p)
+    copy = g.save(gs, tmp_path / "copy.yaml")
+    assert g.load(tmp_path / "copy.yaml").items == gs.items and copy.path.name == "copy.yaml"
+    other = tmp_path / "other.yaml"
+    other.write_text("name: other\nqueries: []\n", encoding="utf-8")
+    with pytest.raises(g.ConflictError, match="already exists"):
+        g.save(gs, other)
+    assert other.read_text(encoding="utf-8") == "name: other\nqueries: []\n"
+    g.save(gs, other, force=True)
+    assert [i.id for i in g.load(other).items] == ["q001", "q002", "q051"]
