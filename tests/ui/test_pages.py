@@ -245,3 +245,17 @@ def test_every_page_renders_without_exception(ui_env):
         at.switch_page(f"pages/{page}.py").run()
         assert not at.exception, page
         assert at.title, page
+
+
+def test_golden_set_draft_query_from_chapter(ui_copy, monkeypatch):
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    at = open_page("golden_set")
+    at.text_input(key="golden_tree_filter").input("MCP 网关").run()
+    at.button(key="golden_draft_tree").click().run()
+    assert not at.exception
+    assert "unsaved changes" in texts(at)
+    drafted = [t for t in texts(at).splitlines() if "Drafted q006" in t]
+    assert drafted, texts(at)
+    at.button(key="golden_save").click().run()
+    text = ui_copy["dataset"].read_text(encoding="utf-8")
+    assert "q006" in text and "drafted by rule" in text

@@ -33,6 +33,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--apply-suggestions", action="store_true", help="use the top suggestion for every stale id"
     )
     r.set_defaults(func=_remap)
+    dr = gs.add_parser(
+        "draft", help="draft queries for chapters (LLM when configured, else from headings)"
+    )
+    _args(dr)
+    dr.add_argument("node_ids", nargs="+", metavar="NODE_ID")
+    dr.add_argument("--apply", action="store_true", help="append the drafts to the golden set")
+    dr.set_defaults(func=_draft)
     p.set_defaults(func=lambda a: p.print_help())
 
 
@@ -115,4 +122,35 @@ def _remap(args: argparse.Namespace) -> int:
     for old, new in mapping.items():
         info(f"{old} -> {new}")
     info(f"saved {saved.path}")
+    return 0
+
+
+def _draft(args: argparse.Namespace) -> int:
+    import yaml
+
+    from engine.config import EngineConfig
+    from workbench.drafting import draft_queries
+    from workbench.llm import LLMClient, llm_settings
+
+    gs, kb = _load(args)
+    nodes = []
+    for nid in args.node_ids:
+        node = kb.get(nid)
+        if node is None:
+            raise EngineError(f"unknown node id {nid!r}; see `wikirag tree --kb {args.kb}`")
+        nodes.append(node)
+    settings = llm_settings(EngineConfig().llm)
+    llm = LLMClient(settings) if settings else None
+    if llm is None:
+        info("no LLM configured: drafting from headings (set OPENAI_BASE_URL, WIKIRAG_LLM_MODEL)")
+    drafts = draft_queries(nodes, existing_ids=[i.id for i in gs.items], llm=llm)
+    if args.json:
+        print_json(drafts)
+    else:
+        sys.stdout.write(yaml.safe_dump(drafts, allow_unicode=True, sort_keys=False))
+    if args.apply:
+        for d in drafts:
+            gs = golden.with_item(gs, golden.item_from_dict(d))
+        saved = golden.save(gs)
+        info(f"added {len(drafts)} drafts to {saved.path}; review them before the next eval")
     return 0

@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from workbench import golden
+from workbench.drafting import draft_queries
 from workbench.pooling import pool_candidates
 from workbench.ui import components as ui
 from workbench.ui import resources, state
@@ -148,8 +149,23 @@ with ui.guarded("Golden set"):
                 key="golden_tree_pick",
                 format_func=lambda nid: ui.breadcrumb(kb.nodes[nid].breadcrumb),
             )
-            if st.button("Add to relevant", key="golden_add_tree", disabled=pick is None):
+            add_col, draft_col = st.columns(2)
+            if add_col.button("Add to relevant", key="golden_add_tree", disabled=pick is None):
                 add_relevant(pick)
+                st.rerun()
+            if draft_col.button(
+                "Draft a new query for this chapter",
+                key="golden_draft_tree",
+                disabled=pick is None,
+                help="An LLM paraphrase when one is configured, else a question built from "
+                "the heading. Review the wording before saving.",
+            ):
+                [draft] = draft_queries(
+                    [kb.nodes[pick]], existing_ids=ids, llm=resources.llm_client(cfg)
+                )
+                item = golden.item_from_dict(draft)
+                state.set_golden_draft(golden.with_item(working, item), dirty=True)
+                state.flash(f"Drafted {item.id}: {item.query}")
                 st.rerun()
         with search_tab, ui.guarded("Search"):
             if not target.query:
