@@ -19,6 +19,8 @@ from typing import Any, Protocol
 import numpy as np
 import scipy.sparse as sp
 
+from engine.topn import top_n
+
 TOKENIZER_MODES = ("jieba-search", "jieba")
 
 # Function words that carry no topic: dropped from documents and queries alike so a question
@@ -266,11 +268,5 @@ def _top(
     cand = cand[scores[cand] > 0]
     if len(cand) == 0:
         return []
-    s = scores[cand]
-    if len(cand) > n:
-        # Keep everything tied with the n-th best so the index tie-break stays exact.
-        kth = np.partition(s, len(s) - n)[len(s) - n]
-        keep = s >= kth
-        cand, s = cand[keep], s[keep]
-    order = np.lexsort((cand, -s))[:n]
-    return [(int(cand[i]), float(s[i])) for i in order]
+    cand, s = top_n(cand, scores[cand], n)
+    return [(int(c), float(x)) for c, x in zip(cand, s, strict=True)]

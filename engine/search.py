@@ -65,6 +65,7 @@ from engine.indexer import (
 from engine.lexical import BM25Index, RankBM25Reference, SparseBM25, tokenize, warm_up
 from engine.pipeline import Candidates, Ranked, fuse, pool_size, rank
 from engine.store import FILTER_KEYS, META_COLUMNS, Location, Store, filter_sql, vectors_of
+from engine.topn import top_n
 from engine.tree import KnowledgeBase, Node
 from engine.types import Embedder, Reranker, SearchResponse, SearchResult
 
@@ -168,13 +169,8 @@ class IndexSnapshot:
         cand = np.flatnonzero(mask) if mask is not None else np.arange(self.rows)
         if len(cand) == 0:
             return []
-        s = sims[cand]
-        if len(cand) > n:
-            kth = np.partition(s, len(s) - n)[len(s) - n]
-            keep = s >= kth
-            cand, s = cand[keep], s[keep]
-        order = np.lexsort((cand, -s))[:n]
-        return [(self.ids[int(cand[i])], float(s[i])) for i in order]
+        cand, s = top_n(cand, sims[cand], n)
+        return [(self.ids[int(c)], float(x)) for c, x in zip(cand, s, strict=True)]
 
     def lance_vector_top(
         self, qvec: np.ndarray, n: int, filters: Mapping[str, Sequence[str]]
