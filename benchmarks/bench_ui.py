@@ -93,13 +93,13 @@ def main() -> None:
         at.run()
         results = {}
         for page in PAGES:
-            at.switch_page(f"pages/{page}.py").run()  # warm: caches, engine, scorecard
+            at.switch_page(f"views/{page}.py").run()  # warm: caches, engine, scorecard
             if at.exception:
                 raise SystemExit(f"{page}: {at.exception[0].message}")
             times = []
             for _ in range(args.repeat):
                 t0 = time.perf_counter()
-                at.switch_page(f"pages/{page}.py").run()
+                at.switch_page(f"views/{page}.py").run()
                 times.append((time.perf_counter() - t0) * 1000)
             results[page] = {
                 "median_ms": round(statistics.median(times), 1),

@@ -13,7 +13,7 @@ def open_page(page: str | None = None) -> AppTest:
     at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
     at.run()
     if page:
-        at.switch_page(f"pages/{page}.py").run()
+        at.switch_page(f"views/{page}.py").run()
     return at
 
 
@@ -196,7 +196,7 @@ def test_scorecard_grade_dimensions_and_fix(ui_copy):
         cheap[0].click().run()
         assert not at.exception
         assert (ui_copy["experiments"] / "kb" / "experiments.jsonl").is_file()
-    at.switch_page("pages/overview.py").run()
+    at.switch_page("views/overview.py").run()
     assert any(m.label == "Grade" for m in at.metric)  # the overview shows it too
 
 
@@ -226,9 +226,9 @@ def test_reports_preview_and_downloads(ui_copy):
     at = open_page("reports")
     assert not at.exception
     assert "No evaluation runs" in texts(at)
-    at.switch_page("pages/evaluate.py").run()
+    at.switch_page("views/evaluate.py").run()
     next(b for b in at.button if b.label == "Run evaluation").click().run()
-    at.switch_page("pages/reports.py").run()
+    at.switch_page("views/reports.py").run()
     assert not at.exception
     assert at.title[0].value == "Reports"
     labels = {b.label for b in at.get("download_button")}
@@ -242,7 +242,7 @@ def test_every_page_renders_without_exception(ui_env):
     at = open_page()
     for page in ("overview", "knowledge_base", "golden_set", "evaluate", "compare",
                  "experiments", "scorecard", "chat", "reports"):  # fmt: skip
-        at.switch_page(f"pages/{page}.py").run()
+        at.switch_page(f"views/{page}.py").run()
         assert not at.exception, page
         assert at.title, page
 

@@ -13,16 +13,19 @@ from workbench.ui import components, resources
 
 st.set_page_config(page_title="WikiRAG Workbench", page_icon=":material/hub:", layout="wide")
 
+# The screens live in views/, not pages/: Streamlit auto-discovers a pages/ folder and, on a
+# deep link such as /evaluate, runs that file directly, bypassing this entrypoint (no
+# navigation, no wide layout, no shared sidebar).
 PAGES = [
-    st.Page("pages/overview.py", title="Overview", icon=":material/dashboard:", default=True),
-    st.Page("pages/knowledge_base.py", title="Knowledge base", icon=":material/account_tree:"),
-    st.Page("pages/golden_set.py", title="Golden set", icon=":material/fact_check:"),
-    st.Page("pages/evaluate.py", title="Evaluate", icon=":material/speed:"),
-    st.Page("pages/compare.py", title="Compare & sweep", icon=":material/compare_arrows:"),
-    st.Page("pages/experiments.py", title="Experiments", icon=":material/science:"),
-    st.Page("pages/scorecard.py", title="Scorecard", icon=":material/grade:"),
-    st.Page("pages/chat.py", title="Chat", icon=":material/forum:"),
-    st.Page("pages/reports.py", title="Reports", icon=":material/description:"),
+    st.Page("views/overview.py", title="Overview", icon=":material/dashboard:", default=True),
+    st.Page("views/knowledge_base.py", title="Knowledge base", icon=":material/account_tree:"),
+    st.Page("views/golden_set.py", title="Golden set", icon=":material/fact_check:"),
+    st.Page("views/evaluate.py", title="Evaluate", icon=":material/speed:"),
+    st.Page("views/compare.py", title="Compare & sweep", icon=":material/compare_arrows:"),
+    st.Page("views/experiments.py", title="Experiments", icon=":material/science:"),
+    st.Page("views/scorecard.py", title="Scorecard", icon=":material/grade:"),
+    st.Page("views/chat.py", title="Chat", icon=":material/forum:"),
+    st.Page("views/reports.py", title="Reports", icon=":material/description:"),
 ]
 
 page = st.navigation(PAGES)

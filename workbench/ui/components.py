@@ -136,9 +136,10 @@ def progress_callback(label: str) -> tuple[Callable[..., None], Any]:
 
 
 def metric_cards(means: Mapping[str, float], ks: Sequence[int] = (5, 10, 20)) -> None:
-    """Cards per K: recall (with its target band), precision, hit rate, NDCG, h-recall."""
+    """Cards per K: recall (with its target band), precision, hit rate, NDCG, tree NDCG,
+    hierarchical recall (the tree-aware numbers beside the strict ones)."""
     for k in ks:
-        cols = st.columns(5)
+        cols = st.columns(6)
         for col, (name, label) in zip(
             cols,
             (
@@ -146,11 +147,15 @@ def metric_cards(means: Mapping[str, float], ks: Sequence[int] = (5, 10, 20)) ->
                 ("precision", "Precision"),
                 ("hit", "Hit rate"),
                 ("ndcg", "NDCG"),
+                ("hndcg", "Tree NDCG"),
                 ("hrecall", "Hier. recall"),
             ),
             strict=True,
         ):
-            value = float(means.get(f"{name}@{k}", 0.0))
+            if f"{name}@{k}" not in means:  # a run recorded before this measure existed
+                col.metric(f"{label}@{k}", "—", help="not in this run; run the evaluation again")
+                continue
+            value = float(means[f"{name}@{k}"])
             if name == "recall":
                 text, color = band(value)
                 col.metric(
@@ -236,7 +241,7 @@ def open_chapter_button(node_id: str, key: str, label: str = "Open in Knowledge 
     """A button that selects ``node_id`` and switches to the Knowledge base page."""
     if st.button(label, key=key):
         state.set_selected_node(node_id)
-        st.switch_page("pages/knowledge_base.py")
+        st.switch_page("views/knowledge_base.py")
 
 
 def empty_state(message: str, page: str | None = None, label: str | None = None) -> None:

@@ -18,7 +18,7 @@ with ui.guarded("Evaluate"):
     if gs is None:
         ui.empty_state(
             f"No golden set at `{ws.dataset}`: write some queries first.",
-            "pages/golden_set.py",
+            "views/golden_set.py",
             "Open the golden set",
         )
         st.stop()

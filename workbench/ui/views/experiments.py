@@ -22,7 +22,7 @@ with ui.guarded("Experiments"):
     if gs is None:
         ui.empty_state(
             "Experiments are decided on the golden set: create one first.",
-            "pages/golden_set.py",
+            "views/golden_set.py",
             "Create the golden set",
         )
         st.stop()

@@ -17,7 +17,7 @@ with ui.guarded("Compare & sweep"):
     gs = resources.golden_set(ws)
     if gs is None:
         ui.empty_state(
-            "Comparisons need a golden set.", "pages/golden_set.py", "Create the golden set"
+            "Comparisons need a golden set.", "views/golden_set.py", "Create the golden set"
         )
         st.stop()
     compare = ui.core("workbench.compare", "wikirag compare")

@@ -17,7 +17,7 @@ with ui.guarded("Scorecard"):
     if resources.golden_set(ws) is None:
         ui.empty_state(
             "The scorecard reads an evaluation of the golden set: create one first.",
-            "pages/golden_set.py",
+            "views/golden_set.py",
             "Create the golden set",
         )
         st.stop()

@@ -67,7 +67,7 @@ with ui.guarded("Overview"):
         ui.empty_state(
             f"No golden set at `{ws.dataset}`: write a few queries with their relevant "
             "chapters to measure search.",
-            "pages/golden_set.py",
+            "views/golden_set.py",
             "Create the golden set",
         )
     if not ws.baseline_path.is_file():
@@ -84,7 +84,7 @@ with ui.guarded("Overview"):
             st.rerun()
     if gs is not None and not runs:
         todo += 1
-        ui.empty_state("No evaluation run yet.", "pages/evaluate.py", "Evaluate the golden set")
+        ui.empty_state("No evaluation run yet.", "views/evaluate.py", "Evaluate the golden set")
     if not todo:
         st.success("Everything is in place: try a change on the Experiments page.")
 
@@ -113,7 +113,7 @@ with ui.guarded("Overview"):
         else:
             st.caption("Not computed in this session yet.")
             st.page_link(
-                "pages/scorecard.py", label="Compute the scorecard", icon=":material/grade:"
+                "views/scorecard.py", label="Compute the scorecard", icon=":material/grade:"
             )
     with right:
         ui.trajectory_chart(trajectory(store))

@@ -16,7 +16,7 @@ with ui.guarded("Reports"):
     runs = resources.run_paths(ws)
     if not runs:
         ui.empty_state(
-            "No evaluation runs to report on yet.", "pages/evaluate.py", "Run an evaluation"
+            "No evaluation runs to report on yet.", "views/evaluate.py", "Run an evaluation"
         )
         st.stop()
     report_mod = ui.core("workbench.report", "wikirag report")
