@@ -13,10 +13,8 @@ import functools
 import hashlib
 import json
 import pickle
-import statistics
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +30,6 @@ from workbench.golden import GoldenItem, GoldenSet
 
 EVAL_DEPTH = 20  # metrics go up to @20, so every run ranks at least this deep
 ATTRIBUTION_K = 5  # a query "missed" when a relevant chapter is not in the top 5
-HEADLINE = ("recall@5", "mrr", "hit@5", "ndcg@10", "hrecall@5", "precision@5")
 
 CAUSES = {
     "lost_in_both": "lost in BM25 and vector candidates",
@@ -576,15 +573,6 @@ def trec_qrels_lines(gs: GoldenSet) -> list[str]:
         for nid, grade in it.qrels.items():
             lines.append(f"{it.id} 0 {nid} {grade}")
     return lines
-
-
-def cause_counts(run: EvalRun, mode: str) -> Counter[str]:
-    return Counter({c: len(ids) for c, ids in run.failures(mode).items()})
-
-
-def median(values: Iterable[float]) -> float:
-    vals = list(values)
-    return statistics.median(vals) if vals else 0.0
 
 
 __all__ = [
