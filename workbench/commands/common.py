@@ -35,6 +35,16 @@ def add_workspace_args(p: argparse.ArgumentParser, dataset: bool = False) -> Non
         )
 
 
+def add_kb_args(p: argparse.ArgumentParser, *, index: bool = False) -> None:
+    """--kb, --dataset and --json (and --index when asked) for commands that always use the
+    KB's accepted baseline config (experiments, golden-set tools)."""
+    p.add_argument("--kb", default="wiki", help="knowledge base folder (default: wiki)")
+    if index:
+        p.add_argument("--index", default=None, help="index folder (default: .wikirag/<kb>)")
+    p.add_argument("--dataset", default=None, help="golden set (default: datasets/<kb>.yaml)")
+    p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+
+
 def workspace(args: argparse.Namespace) -> Workspace:
     return resolve(
         kb=args.kb,

@@ -7,22 +7,15 @@ import sys
 
 from engine.config import EngineConfig, parse_override
 from engine.errors import EngineError
-from workbench.commands.common import info, print_json, workspace
+from workbench.commands.common import add_kb_args, info, print_json, workspace
 from workbench.context import Workspace
-
-
-def _ws_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--kb", default="wiki", help="knowledge base folder (default: wiki)")
-    p.add_argument("--index", default=None, help="index folder (default: .wikirag/<kb>)")
-    p.add_argument("--dataset", default=None, help="golden set (default: datasets/<kb>.yaml)")
-    p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("experiment", help="try one change against the baseline; log; restore")
     es = p.add_subparsers(dest="experiment_command", metavar="ACTION")
     t = es.add_parser("try", help="evaluate baseline + one change on tune; accept or roll back")
-    _ws_args(t)
+    add_kb_args(t, index=True)
     t.add_argument("--set", dest="overrides", action="append", required=True, metavar="KEY=VALUE")
     t.add_argument("--strategy", default="manual", help="strategy tier / note for the log")
     t.add_argument("--title", default=None)
@@ -30,19 +23,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--dry-run", action="store_true", help="decide but write nothing")
     t.set_defaults(func=_try)
     lg = es.add_parser("log", help="print the score trajectory and the log's decisions")
-    _ws_args(lg)
+    add_kb_args(lg, index=True)
     lg.set_defaults(func=_log)
     r = es.add_parser("restore", help="make accepted baseline version N the baseline again")
-    _ws_args(r)
+    add_kb_args(r, index=True)
     r.add_argument("version", type=int)
     r.set_defaults(func=_restore)
     v = es.add_parser("versions", help="list the accepted baseline versions")
-    _ws_args(v)
+    add_kb_args(v, index=True)
     v.set_defaults(func=_versions)
     p.set_defaults(func=lambda a: p.print_help())
 
     o = sub.add_parser("optimize", help="auto-optimize: walk the strategy catalog, tier by tier")
-    _ws_args(o)
+    add_kb_args(o, index=True)
     o.add_argument("--budget", type=int, default=10, help="max experiments (default 10)")
     o.add_argument("--tiers", default="1,2", help="comma list of tiers (default 1,2)")
     o.set_defaults(func=_optimize)
@@ -52,11 +45,6 @@ def _evaluator_for(ws: Workspace):
     from workbench.engines import evaluator
 
     return lambda cfg: evaluator(ws, cfg)
-
-
-def _ws(args: argparse.Namespace) -> Workspace:
-    args.config = None
-    return workspace(args)
 
 
 def _print_result(res, as_json: bool) -> None:
@@ -91,7 +79,7 @@ def _print_result(res, as_json: bool) -> None:
 def _try(args: argparse.Namespace) -> int:
     from workbench.experiments import run_experiment
 
-    ws = _ws(args)
+    ws = workspace(args)
     overrides = dict(parse_override(s) for s in args.overrides)
     res = run_experiment(
         ws,
@@ -109,7 +97,7 @@ def _try(args: argparse.Namespace) -> int:
 def _log(args: argparse.Namespace) -> int:
     from workbench.experiments import ExperimentStore, trajectory
 
-    store = ExperimentStore(_ws(args).experiments)
+    store = ExperimentStore(workspace(args).experiments)
     points = trajectory(store)
     if args.json:
         print_json({"trajectory": points, "records": store.load_records()})
@@ -134,7 +122,7 @@ def _log(args: argparse.Namespace) -> int:
 def _restore(args: argparse.Namespace) -> int:
     from workbench.experiments import ExperimentStore
 
-    cfg = ExperimentStore(_ws(args).experiments).restore(args.version)
+    cfg = ExperimentStore(workspace(args).experiments).restore(args.version)
     info(f"baseline is now version {args.version} (config {cfg.hash})")
     return 0
 
@@ -142,7 +130,7 @@ def _restore(args: argparse.Namespace) -> int:
 def _versions(args: argparse.Namespace) -> int:
     from workbench.experiments import ExperimentStore
 
-    store = ExperimentStore(_ws(args).experiments)
+    store = ExperimentStore(workspace(args).experiments)
     rows = []
     for v in store.accepted_versions():
         cfg = EngineConfig.load(v["path"])
@@ -162,7 +150,7 @@ def _versions(args: argparse.Namespace) -> int:
 def _optimize(args: argparse.Namespace) -> int:
     from workbench.experiments import ExperimentStore, optimize
 
-    ws = _ws(args)
+    ws = workspace(args)
     try:
         tiers = {int(t) for t in args.tiers.split(",") if t.strip()}
     except ValueError as exc:

@@ -8,26 +8,20 @@ import sys
 from engine.errors import EngineError
 from engine.tree import KnowledgeBase, parse_kb
 from workbench import golden
-from workbench.commands.common import info, print_json, workspace
-
-
-def _args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--kb", default="wiki", help="knowledge base folder (default: wiki)")
-    p.add_argument("--dataset", default=None, help="golden set (default: datasets/<kb>.yaml)")
-    p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+from workbench.commands.common import add_kb_args, info, print_json, workspace
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("golden", help="validate a golden set; find and remap stale labels")
     gs = p.add_subparsers(dest="golden_command", metavar="ACTION")
     v = gs.add_parser("validate", help="errors and coverage warnings (exit 1 on errors)")
-    _args(v)
+    add_kb_args(v)
     v.set_defaults(func=_validate)
     d = gs.add_parser("drift", help="labels whose chapters no longer exist, with likely new ids")
-    _args(d)
+    add_kb_args(d)
     d.set_defaults(func=_drift)
     r = gs.add_parser("remap", help="replace stale ids: OLD=NEW pairs, or --apply-suggestions")
-    _args(r)
+    add_kb_args(r)
     r.add_argument("pairs", nargs="*", metavar="OLD=NEW")
     r.add_argument(
         "--apply-suggestions", action="store_true", help="use the top suggestion for every stale id"
@@ -36,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     dr = gs.add_parser(
         "draft", help="draft queries for chapters (LLM when configured, else from headings)"
     )
-    _args(dr)
+    add_kb_args(dr)
     dr.add_argument("node_ids", nargs="+", metavar="NODE_ID")
     dr.add_argument("--apply", action="store_true", help="append the drafts to the golden set")
     dr.set_defaults(func=_draft)
@@ -44,8 +38,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _load(args: argparse.Namespace) -> tuple[golden.GoldenSet, KnowledgeBase]:
-    args.index = None
-    args.config = None
     ws = workspace(args)
     return golden.load(ws.dataset), parse_kb(ws.kb)
 
