@@ -13,7 +13,7 @@ import io
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -348,14 +348,8 @@ def remap(gs: GoldenSet, mapping: Mapping[str, str]) -> GoldenSet:
     items = []
     for it in gs.items:
         rel = tuple(dict.fromkeys(mapping.get(r, r) for r in it.relevant))
-        items.append(_replace(it, relevant=rel))
+        items.append(replace(it, relevant=rel))
     return GoldenSet(gs.name, tuple(items), gs.path, gs.sha256)
-
-
-def _replace(item: GoldenItem, **changes: Any) -> GoldenItem:
-    from dataclasses import replace
-
-    return replace(item, **changes)
 
 
 class ConflictError(GoldenSetError):
