@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from workbench import golden as g
@@ -29,7 +30,7 @@ def test_an_edited_difficulty_is_still_written(tmp_path: Path) -> None:
     p = tmp_path / "demo.yaml"
     p.write_text(TEXT, encoding="utf-8")
     gs = g.load(p)
-    item = g._replace(gs.get("q001"), difficulty="hard")
+    item = replace(gs.get("q001"), difficulty="hard")
     g.save(g.with_item(gs, item))
     assert g.load(p).get("q001").difficulty == "hard"
     assert "difficulty" not in p.read_text(encoding="utf-8").split("q051")[1]
