@@ -340,11 +340,18 @@ def comparison_figures(c: Comparison) -> list[Any]:
     bars.update_layout(barmode="group", title="Headline metrics", yaxis_range=[0, 1])
     wlt = go.Figure()
     others = list(c.labels[1:])
-    for name, idx in (("wins", 0), ("losses", 1), ("ties", 2)):
+    # Explicit colours: green wins, red losses, grey ties (a theme's palette once drew the
+    # ties, usually the largest group, as a huge red bar).
+    for name, idx, colour in (
+        ("wins", 0, "#1a7f37"),
+        ("losses", 1, "#cf222e"),
+        ("ties", 2, "#afb8c1"),
+    ):
         wlt.add_bar(
             name=name,
             x=others,
             y=[c.wins_losses_ties(i)[idx] for i in range(1, len(c.labels))],
+            marker_color=colour,
         )
     wlt.update_layout(barmode="stack", title=f"Recall@5 per query vs {c.labels[0]}")
     return [bars, wlt]

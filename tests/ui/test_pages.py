@@ -119,7 +119,30 @@ def test_evaluate_runs_and_drills_down(ui_copy):
     at.radio(key="eval_mode_shown").set_value("keyword").run()
     at.selectbox(key="eval_drill").select("q002").run()
     assert not at.exception
-    assert "Failures by cause" in texts(at)
+    assert "Failures" in texts(at)
+    assert "**q002**" in texts(at) and "Gold chapters" in texts(at)
+
+
+def test_evaluate_opens_on_the_worst_failure_with_its_gold_chapters(ui_copy):
+    at = open_page("evaluate")
+    at.multiselect(key="eval_modes").set_value(["vector"])
+    next(b for b in at.button if b.label == "Run evaluation").click().run()
+    assert not at.exception
+    import json
+
+    run = json.loads(next((ui_copy["experiments"] / "kb" / "runs").glob("*.json")).read_text())
+    failing = sorted(
+        (q for q in run["queries"] if q["cause"]),
+        key=lambda q: (q["metrics"]["recall@5"], q["metrics"]["mrr"], q["id"]),
+    )
+    assert failing, "the hash embedder should miss some queries in vector mode"
+    worst = failing[0]
+    assert at.selectbox(key="eval_drill").value == worst["id"]
+    assert "lost:" in texts(at)  # the gold chapter card names the stage that lost it
+    cause = worst["cause"]
+    at.selectbox(key="eval_fail_cause").select(cause).run()
+    assert not at.exception
+    assert f"{sum(1 for q in failing if q['cause'] == cause)} of" in texts(at)
 
 
 def test_ui_command_runs_streamlit_on_localhost():
@@ -259,3 +282,17 @@ def test_golden_set_draft_query_from_chapter(ui_copy, monkeypatch):
     at.button(key="golden_save").click().run()
     text = ui_copy["dataset"].read_text(encoding="utf-8")
     assert "q006" in text and "drafted by rule" in text
+
+
+def test_compare_runs_per_query_filters_by_outcome_and_shows_both_lists(ui_copy):
+    at = open_page("evaluate")
+    at.multiselect(key="eval_modes").set_value(["vector"])
+    next(b for b in at.button if b.label == "Run evaluation").click().run()
+    at.multiselect(key="eval_modes").set_value(["vector", "keyword"])
+    next(b for b in at.button if b.label == "Run evaluation").click().run()
+    at.switch_page("views/compare.py").run()
+    assert not at.exception
+    assert len(at.multiselect(key="runs_diff_pick").value) == 2
+    assert "won" in texts(at) and "Gold:" in texts(at)
+    at.selectbox(key="runs_diff_outcome").select("tied").run()
+    assert not at.exception

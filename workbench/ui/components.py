@@ -337,6 +337,13 @@ def config_specs(ws: Workspace) -> list[str]:
     return ["baseline", "defaults", *[f"v{v['version']}" for v in reversed(versions)]]
 
 
+def delta_colour(v: Any) -> str:
+    """Gains green, losses red, ties uncoloured (for Styler.map over delta cells)."""
+    if not isinstance(v, int | float) or abs(v) <= 1e-9:
+        return ""
+    return "color: #1a7f37" if v > 0 else "color: #cf222e"
+
+
 def comparison(c: Any, compare: ModuleType) -> None:
     """A Comparison: metrics with deltas, paired statistics, wins/losses, changed queries."""
     measures = [*compare.TABLE_MEASURES, *compare.LATENCY]
@@ -350,10 +357,7 @@ def comparison(c: Any, compare: ModuleType) -> None:
     st.dataframe(
         pd.DataFrame(table)
         .style.format(precision=3)
-        .map(
-            lambda v: "color: #1a7f37" if isinstance(v, float) and v > 1e-9 else "",
-            subset=[k for k in table if k.startswith("Δ")],
-        ),
+        .map(delta_colour, subset=[k for k in table if k.startswith("Δ")]),
         hide_index=True,
         width="stretch",
     )

@@ -17,6 +17,16 @@ GOLDEN_DIRTY = "golden_dirty"
 GOLDEN_CONFLICT = "golden_conflict"
 GOLDEN_POOL = "golden_pool"
 EVAL_RUN = "eval_run_shown"  # the Evaluate page's run picker
+EVAL_DRILL = "eval_drill"  # the query the Evaluate page opens
+EVAL_FAIL_CAUSE = "eval_fail_cause"
+EVAL_FAIL_SLICE = "eval_fail_slice"
+EVAL_FAIL_VALUE = "eval_fail_value"
+EVAL_FAIL_TABLE = "eval_fail_table"
+RUNS_DIFF_PICK = "runs_diff_pick"
+RUNS_DIFF_MEASURE = "runs_diff_measure"
+RUNS_DIFF_OUTCOME = "runs_diff_outcome"
+RUNS_DIFF_TABLE = "runs_diff_table"
+RUNS_DIFF_QUERY = "runs_diff_query"
 SEARCH_RESPONSE = "search_response"
 CHAT_TURNS = "chat_turns"
 CHAT_DRAFT = "chat_draft"
@@ -39,7 +49,8 @@ def config_choice() -> str | None:
 def selected_node() -> str | None:
     """The chapter the Knowledge base page shows: from ``?node=`` or the last click."""
     qp = st.query_params.get("node")
-    if qp and _get(SELECTED_NODE) is None:
+    # A link (?node=...) wins when it is new, even after the user clicked elsewhere before.
+    if qp and (_get(SELECTED_NODE) is None or changed("node_query_param", qp)):
         st.session_state[SELECTED_NODE] = qp
     return _get(SELECTED_NODE)
 

@@ -8,6 +8,7 @@ import streamlit as st
 from engine.config import all_keys
 from workbench.ui import components as ui
 from workbench.ui import resources, state
+from workbench.ui.runs_diff import runs_diff
 
 st.title("Compare & sweep")
 
@@ -24,7 +25,11 @@ with ui.guarded("Compare & sweep"):
     sweep_mod = ui.core("workbench.sweep", "wikirag sweep")
     bases = ui.config_specs(ws)
 
-    compare_tab, sweep_tab = st.tabs(["Compare configs", "Sweep parameters"])
+    compare_tab, runs_tab, sweep_tab = st.tabs(
+        ["Compare configs", "Runs per query", "Sweep parameters"]
+    )
+    with runs_tab:
+        runs_diff(ws)
     with compare_tab:
         st.caption(
             "The first config is the reference: deltas, 95% bootstrap CIs, randomization-test "

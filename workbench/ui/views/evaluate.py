@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
 
-from workbench.evaluate import CAUSES, save_run
+from workbench.evaluate import save_run
 from workbench.ui import components as ui
 from workbench.ui import resources, state
+from workbench.ui.failures import failure_analysis
 
 st.title("Evaluate")
 
@@ -76,6 +76,8 @@ with ui.guarded("Evaluate"):
     ui.metric_cards(means)
     st.caption("Recall bands: poor < 0.5 ≤ acceptable < 0.7 ≤ good < 0.85 ≤ excellent")
 
+    failure_analysis(record, mode, resources.kb(ws))
+
     st.subheader("Slices")
     charts = st.columns(3)
     for col, (key, title) in zip(
@@ -93,104 +95,3 @@ with ui.guarded("Evaluate"):
         ui.bar_chart(
             {md: record["summary"][md]["means"] for md in record["modes"]}, title="By mode"
         )
-
-    st.subheader("Queries")
-    queries = [q for q in record["queries"] if q["mode"] == mode]
-    table = pd.DataFrame(
-        [
-            {
-                "id": q["id"],
-                "query": q["query"],
-                "difficulty": q["difficulty"],
-                "category": q["category"],
-                "recall@5": q["metrics"].get("recall@5", 0.0),
-                "mrr": q["metrics"].get("mrr", 0.0),
-                "hit@5": q["metrics"].get("hit@5", 0.0),
-                "cause": CAUSES.get(q["cause"], "") if q["cause"] else "",
-                "latency ms": q["latency_ms"],
-                "error": q.get("error") or "",
-            }
-            for q in queries
-        ]
-    )
-    st.dataframe(
-        table,
-        hide_index=True,
-        width="stretch",
-        column_config={
-            "recall@5": st.column_config.ProgressColumn(min_value=0, max_value=1, format="%.2f"),
-            "mrr": st.column_config.NumberColumn(format="%.3f"),
-        },
-    )
-    qid = st.selectbox(
-        "Drill down into",
-        [q["id"] for q in queries],
-        key="eval_drill",
-        format_func=lambda i: next(f"{i} · {q['query']}" for q in queries if q["id"] == i),
-    )
-    q = next((x for x in queries if x["id"] == qid), None)
-    if q is not None:
-        kb = resources.kb(ws)
-        relevant = set(q["relevant"])
-        ranked = pd.DataFrame(
-            [
-                {
-                    "rank": i,
-                    "relevant": "✅" if r["node_id"] in relevant else "",
-                    "chapter": ui.breadcrumb(kb.nodes[r["node_id"]].breadcrumb)
-                    if r["node_id"] in kb.nodes
-                    else r["node_id"],
-                    "score": r["score"],
-                    "vector": r["vector_rank"],
-                    "bm25": r["bm25_rank"],
-                    "fusion": r["fusion_rank"],
-                    "rerank": r["rerank_rank"],
-                }
-                for i, r in enumerate(q["ranked"], 1)
-            ]
-        )
-        st.caption(
-            "Ranked list against the gold (relevant rows highlighted; stage ranks are 1-based)"
-        )
-        st.dataframe(
-            ranked.style.apply(
-                lambda row: (
-                    ["background-color: rgba(46,160,67,0.25)" if row["relevant"] else ""] * len(row)
-                ),
-                axis=1,
-            ),
-            hide_index=True,
-            width="stretch",
-        )
-        if q["attribution"]:
-            st.markdown("**Where the missed chapters were lost**")
-            st.dataframe(
-                pd.DataFrame(
-                    [
-                        {
-                            "chapter": a["node_id"],
-                            "cause": CAUSES[a["cause"]],
-                            "final rank": a["final_rank"],
-                            "fusion": a["fusion_rank"],
-                            "vector (pool)": a["vector_rank"],
-                            "bm25 (pool)": a["bm25_rank"],
-                            "vector (any)": a["vector_rank_any"],
-                            "bm25 (any)": a["bm25_rank_any"],
-                        }
-                        for a in q["attribution"]
-                    ]
-                ),
-                hide_index=True,
-            )
-        elif relevant:
-            st.success("Every relevant chapter is in the top 5.")
-
-    st.subheader("Failures by cause")
-    failures = summary["failures"]
-    if not failures:
-        st.success("No misses at K=5.")
-    by_id = {x["id"]: x for x in queries}
-    for cause, ids in failures.items():
-        with st.expander(f"{CAUSES[cause]} — {len(ids)} queries"):
-            for i in ids:
-                st.markdown(f"- `{i}` {by_id[i]['query'] if i in by_id else ''}")

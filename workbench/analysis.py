@@ -1,0 +1,306 @@
+"""Follow a number to its cause: failing queries worst first, one query's full story, and
+saved runs compared query by query.
+
+Pure functions over run records (the JSON `wikirag eval` saves), so the Evaluate and
+Compare pages, the CLI (`wikirag failures`, `wikirag runs diff`) and tests read one truth.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from workbench.evaluate import CAUSES
+
+# Which stage of the pipeline a cause blames: the detail view highlights that column.
+CAUSE_STAGE = {
+    "lost_in_both": "candidates",
+    "lost_in_bm25": "bm25",
+    "lost_in_vector": "vector",
+    "dropped_by_fusion": "fusion",
+    "demoted_by_rerank": "rerank",
+    "cut_at_k": "final",
+}
+SLICES = ("difficulty", "category", "language")
+OUTCOMES = ("won", "lost", "tied", "changed")
+EPS = 1e-9
+
+
+def _queries(record: Mapping[str, Any], mode: str) -> list[Mapping[str, Any]]:
+    return [q for q in record.get("queries", []) if q.get("mode") == mode]
+
+
+def _int(v: Any) -> int | None:
+    return None if v is None else int(v)
+
+
+@dataclass(frozen=True)
+class FailureRow:
+    id: str
+    query: str
+    cause: str  # key of CAUSES
+    difficulty: str
+    category: str
+    language: str
+    recall5: float
+    mrr: float
+    missing: int  # relevant chapters not in the top 5
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "query": self.query,
+            "cause": self.cause,
+            "cause_text": CAUSES.get(self.cause, self.cause),
+            "difficulty": self.difficulty,
+            "category": self.category,
+            "language": self.language,
+            "recall@5": self.recall5,
+            "mrr": self.mrr,
+            "missing": self.missing,
+        }
+
+
+def failures(
+    record: Mapping[str, Any],
+    mode: str,
+    *,
+    cause: str | None = None,
+    slice_by: str | None = None,
+    slice_value: str | None = None,
+) -> list[FailureRow]:
+    """Queries that missed a relevant chapter at K=5 (or errored), worst first.
+
+    Worst = lowest recall@5, then lowest MRR, then id; filter by cause and by one slice.
+    """
+    if slice_by is not None and slice_by not in SLICES:
+        raise ValueError(f"slice must be one of {', '.join(SLICES)}; got {slice_by!r}")
+    rows = []
+    for q in _queries(record, mode):
+        c = q.get("cause") or ("error" if q.get("error") else None)
+        if c is None:
+            continue
+        if cause is not None and c != cause:
+            continue
+        if slice_by is not None and str(q.get(slice_by)) != str(slice_value):
+            continue
+        m = q.get("metrics", {})
+        rows.append(
+            FailureRow(
+                id=str(q["id"]),
+                query=str(q.get("query", "")),
+                cause=c,
+                difficulty=str(q.get("difficulty", "")),
+                category=str(q.get("category", "")),
+                language=str(q.get("language", "")),
+                recall5=float(m.get("recall@5", 0.0)),
+                mrr=float(m.get("mrr", 0.0)),
+                missing=len(q.get("attribution") or []),
+            )
+        )
+    rows.sort(key=lambda r: (r.recall5, r.mrr, r.id))
+    return rows
+
+
+@dataclass(frozen=True)
+class RankedRow:
+    rank: int
+    node_id: str
+    relevant: bool
+    score: float
+    vector: int | None
+    bm25: int | None
+    fusion: int | None
+    rerank: int | None
+    injected_from: str | None = None
+
+
+@dataclass(frozen=True)
+class GoldRow:
+    node_id: str
+    final: int | None  # 1-based rank in the evaluated list, None when absent
+    vector: int | None  # rank within the channel's candidate pool
+    bm25: int | None
+    fusion: int | None
+    vector_any: int | None  # rank in the channel's whole cached list (past the pool)
+    bm25_any: int | None
+    cause: str | None  # None: found in the top 5
+    lost_at: str | None  # the stage to highlight (CAUSE_STAGE)
+
+
+@dataclass(frozen=True)
+class QueryStory:
+    id: str
+    query: str
+    mode: str
+    metrics: Mapping[str, float]
+    ranked: list[RankedRow]
+    gold: list[GoldRow]
+    error: str | None = None
+    meta: Mapping[str, str] = field(default_factory=dict)
+
+
+def story(record: Mapping[str, Any], mode: str, qid: str) -> QueryStory:
+    """One query: its ranked list (integer stage ranks) and each gold chapter's journey."""
+    q = next((x for x in _queries(record, mode) if str(x["id"]) == qid), None)
+    if q is None:
+        raise KeyError(f"query {qid!r} is not in run {record.get('run_id')} ({mode})")
+    relevant = [str(n) for n in q.get("relevant", [])]
+    ranked = [
+        RankedRow(
+            rank=i,
+            node_id=r["node_id"],
+            relevant=r["node_id"] in relevant,
+            score=float(r.get("score") or 0.0),
+            vector=_int(r.get("vector_rank")),
+            bm25=_int(r.get("bm25_rank")),
+            fusion=_int(r.get("fusion_rank")),
+            rerank=_int(r.get("rerank_rank")),
+            injected_from=r.get("injected_from"),
+        )
+        for i, r in enumerate(q.get("ranked", []), 1)
+    ]
+    at = {a["node_id"]: a for a in q.get("attribution") or []}
+    pos = {r.node_id: r for r in ranked}
+    gold = []
+    for nid in relevant:
+        a = at.get(nid)
+        r = pos.get(nid)
+        if a is not None:
+            gold.append(
+                GoldRow(
+                    nid,
+                    _int(a.get("final_rank")),
+                    _int(a.get("vector_rank")),
+                    _int(a.get("bm25_rank")),
+                    _int(a.get("fusion_rank")),
+                    _int(a.get("vector_rank_any")),
+                    _int(a.get("bm25_rank_any")),
+                    a.get("cause"),
+                    CAUSE_STAGE.get(a.get("cause", "")),
+                )
+            )
+        else:
+            gold.append(
+                GoldRow(
+                    nid,
+                    r.rank if r else None,
+                    r.vector if r else None,
+                    r.bm25 if r else None,
+                    r.fusion if r else None,
+                    None,
+                    None,
+                    None,
+                    None,
+                )
+            )
+    return QueryStory(
+        id=str(q["id"]),
+        query=str(q.get("query", "")),
+        mode=mode,
+        metrics=dict(q.get("metrics", {})),
+        ranked=ranked,
+        gold=gold,
+        error=q.get("error"),
+        meta={k: str(q.get(k, "")) for k in (*SLICES, "split")},
+    )
+
+
+@dataclass(frozen=True)
+class MatrixRow:
+    id: str
+    query: str
+    values: tuple[float, ...]  # the measure in each run, in the order given
+    deltas: tuple[float, ...]  # run i - run 0, for i >= 1
+    outcome: str  # won | lost | tied | changed, of the last run vs the first
+    first_relevant: tuple[int | None, ...]  # rank of the first relevant chapter per run
+
+    def to_dict(self, labels: Sequence[str], measure: str) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": self.id, "query": self.query, "outcome": self.outcome}
+        for lab, v in zip(labels, self.values, strict=True):
+            out[f"{measure} {lab}"] = v
+        for lab, d in zip(labels[1:], self.deltas, strict=True):
+            out[f"Δ {lab}"] = d
+        return out
+
+
+def _first_relevant(q: Mapping[str, Any]) -> int | None:
+    rel = set(q.get("relevant", []))
+    return next((i for i, r in enumerate(q.get("ranked", []), 1) if r["node_id"] in rel), None)
+
+
+def run_matrix(
+    records: Sequence[Mapping[str, Any]],
+    mode: str,
+    measure: str = "mrr",
+    *,
+    outcome: str | None = None,
+) -> list[MatrixRow]:
+    """Every query present in all runs: the measure per run and the outcome of the last run
+    against the first (won / lost / tied; ``changed`` = same measure, different top 10).
+
+    Sorted by the largest absolute delta first, so the queries that moved lead.
+    """
+    if len(records) < 2:
+        raise ValueError("compare at least two runs")
+    if outcome is not None and outcome not in OUTCOMES:
+        raise ValueError(f"outcome must be one of {', '.join(OUTCOMES)}; got {outcome!r}")
+    by_run = [{str(q["id"]): q for q in _queries(r, mode)} for r in records]
+    common = [qid for qid in by_run[0] if all(qid in b for b in by_run[1:])]
+    rows = []
+    for qid in common:
+        qs = [b[qid] for b in by_run]
+        vals = tuple(float(q.get("metrics", {}).get(measure, 0.0)) for q in qs)
+        deltas = tuple(v - vals[0] for v in vals[1:])
+        last = deltas[-1]
+        if last > EPS:
+            oc = "won"
+        elif last < -EPS:
+            oc = "lost"
+        else:
+            top = [[r["node_id"] for r in q.get("ranked", [])[:10]] for q in (qs[0], qs[-1])]
+            oc = "changed" if top[0] != top[1] else "tied"
+        if outcome is not None and oc != outcome:
+            continue
+        rows.append(
+            MatrixRow(
+                qid,
+                str(qs[0].get("query", "")),
+                vals,
+                deltas,
+                oc,
+                tuple(_first_relevant(q) for q in qs),
+            )
+        )
+    rows.sort(key=lambda r: (-max((abs(d) for d in r.deltas), default=0.0), r.id))
+    return rows
+
+
+def outcome_counts(rows: Sequence[MatrixRow]) -> dict[str, int]:
+    counts = dict.fromkeys(OUTCOMES, 0)
+    for r in rows:
+        counts[r.outcome] += 1
+    return counts
+
+
+def side_by_side(
+    records: Sequence[Mapping[str, Any]], mode: str, qid: str, depth: int = 10
+) -> tuple[list[str], list[list[tuple[str, bool]]]]:
+    """The gold ids and each run's top ``depth`` as (node_id, is_relevant) for one query."""
+    lists = []
+    gold: list[str] = []
+    for rec in records:
+        q = next((x for x in _queries(rec, mode) if str(x["id"]) == qid), None)
+        if q is None:
+            lists.append([])
+            continue
+        gold = [str(n) for n in q.get("relevant", [])]
+        rel = set(gold)
+        lists.append([(r["node_id"], r["node_id"] in rel) for r in q.get("ranked", [])[:depth]])
+    return gold, lists
+
+
+def run_label(record: Mapping[str, Any]) -> str:
+    """A short label for a saved run: its id and config hash."""
+    return f"{record.get('run_id', '?')} · {str(record.get('config_hash', ''))[:6]}"

@@ -1,0 +1,148 @@
+"""`wikirag failures` (failing queries worst first) and `wikirag runs diff` (saved runs
+compared query by query): the Evaluate and Compare pages' per-query views, headless."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from engine.errors import EngineError
+from workbench.commands.common import print_json, workspace
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from workbench.analysis import OUTCOMES, SLICES
+    from workbench.evaluate import CAUSES
+
+    f = sub.add_parser("failures", help="failing queries of a saved run, worst first, by cause")
+    _common(f)
+    f.add_argument("--run", metavar="ID", default=None, help="run id (default: the latest run)")
+    f.add_argument("--cause", choices=list(CAUSES), default=None, help="only this cause")
+    f.add_argument(
+        "--slice",
+        metavar="KEY=VALUE",
+        default=None,
+        help=f"only one slice, KEY one of {', '.join(SLICES)} (e.g. difficulty=hard)",
+    )
+    f.add_argument("--query", metavar="QID", default=None, help="show one query's full story")
+    f.set_defaults(func=_failures)
+
+    r = sub.add_parser("runs", help="saved evaluation runs")
+    rsub = r.add_subparsers(dest="runs_command", metavar="SUBCOMMAND", required=True)
+    d = rsub.add_parser("diff", help="2-4 saved runs query by query (won / lost / tied / changed)")
+    _common(d)
+    d.add_argument(
+        "runs", nargs="+", metavar="RUN_ID", help="2-4 run ids; the first is the reference"
+    )
+    d.add_argument("--measure", default="mrr", help="per-query measure (default: mrr)")
+    d.add_argument("--outcome", choices=list(OUTCOMES), default=None, help="only these queries")
+    d.set_defaults(func=_diff)
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--kb", default="wiki", help="knowledge base folder (default: wiki)")
+    p.add_argument("--mode", default=None, choices=["hybrid", "vector", "keyword"])
+    p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+
+
+def _record(args: argparse.Namespace, run_id: str | None) -> dict[str, Any]:
+    from workbench.commands.scorecard_cmd import load_run_by_id
+    from workbench.evaluate import latest_run_record
+
+    ws = workspace(args)
+    if run_id:
+        return load_run_by_id(ws, run_id)
+    rec = latest_run_record(ws.runs_dir)
+    if rec is None:
+        raise EngineError(f"no saved run under {ws.runs_dir}; run `wikirag eval` first")
+    return rec
+
+
+def _mode(args: argparse.Namespace, rec: dict[str, Any]) -> str:
+    modes = rec.get("modes") or ["hybrid"]
+    if args.mode and args.mode not in modes:
+        raise EngineError(f"run {rec.get('run_id')} has modes {', '.join(modes)}, not {args.mode}")
+    return args.mode or modes[0]
+
+
+def _failures(args: argparse.Namespace) -> int:
+    from workbench import analysis as A
+
+    rec = _record(args, args.run)
+    mode = _mode(args, rec)
+    if args.query:
+        s = A.story(rec, mode, args.query)
+        if args.json:
+            from dataclasses import asdict
+
+            print_json(asdict(s))
+            return 0
+        out = [f"{s.id} · {s.query}  ({mode}; mrr {s.metrics.get('mrr', 0):.3f})", "gold:"]
+        for g in s.gold:
+            where = f"rank {g.final}" if g.final else "not ranked"
+            lost = f" — {g.cause}" if g.cause else ""
+            out.append(
+                f"  {g.node_id}: {where}; vector {g.vector_any or '-'}, bm25 {g.bm25_any or '-'},"
+                f" fusion {g.fusion or '-'}{lost}"
+            )
+        out.append("ranked:")
+        for r in s.ranked[:10]:
+            mark = "*" if r.relevant else " "
+            out.append(
+                f" {mark}{r.rank:>3} {r.node_id}  (vector {r.vector or '-'}, bm25 {r.bm25 or '-'},"
+                f" fusion {r.fusion or '-'})"
+            )
+        sys.stdout.write("\n".join(out) + "\n")
+        return 0
+    slice_by = slice_value = None
+    if args.slice:
+        slice_by, sep, slice_value = args.slice.partition("=")
+        if not sep:
+            raise EngineError(f"--slice takes KEY=VALUE, got {args.slice!r}")
+    rows = A.failures(rec, mode, cause=args.cause, slice_by=slice_by, slice_value=slice_value)
+    if args.json:
+        print_json(
+            {"run_id": rec.get("run_id"), "mode": mode, "failures": [r.to_dict() for r in rows]}
+        )
+        return 0
+    total = len([q for q in rec.get("queries", []) if q.get("mode") == mode])
+    lines = [f"run {rec.get('run_id')} ({mode}): {len(rows)} of {total} queries miss at K=5"]
+    for r in rows:
+        lines.append(
+            f"{r.id:<10} recall@5 {r.recall5:.2f}  mrr {r.mrr:.3f}  {r.to_dict()['cause_text']:<36} {r.query}"
+        )
+    sys.stdout.write("\n".join(lines) + "\n")
+    return 0
+
+
+def _diff(args: argparse.Namespace) -> int:
+    from workbench import analysis as A
+
+    if not 2 <= len(args.runs) <= 4:
+        raise EngineError(f"runs diff takes 2 to 4 run ids; got {len(args.runs)}")
+    recs = [_record(args, r) for r in args.runs]
+    mode = _mode(args, recs[0])
+    rows = A.run_matrix(recs, mode, args.measure, outcome=args.outcome)
+    labels = [str(r.get("run_id")) for r in recs]
+    if args.json:
+        print_json(
+            {
+                "runs": labels,
+                "mode": mode,
+                "measure": args.measure,
+                "counts": A.outcome_counts(A.run_matrix(recs, mode, args.measure)),
+                "queries": [r.to_dict(labels, args.measure) for r in rows],
+            }
+        )
+        return 0
+    counts = A.outcome_counts(A.run_matrix(recs, mode, args.measure))
+    lines = [
+        f"{labels[-1]} vs {labels[0]} ({mode}, {args.measure}): "
+        + ", ".join(f"{n} {k}" for k, n in counts.items())
+    ]
+    for r in rows:
+        vals = " ".join(f"{v:.3f}" for v in r.values)
+        lines.append(f"{r.id:<10} {r.outcome:<8} {vals}  Δ {r.deltas[-1]:+.3f}  {r.query}")
+    sys.stdout.write("\n".join(lines) + "\n")
+    return 0

@@ -1,0 +1,205 @@
+"""The Evaluate page's failure analysis: failing queries worst first, filterable by cause and
+slice; a row opens the query with its gold chapters beside the ranked list."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from workbench import analysis as A
+from workbench.evaluate import CAUSES
+from workbench.ui import components as ui
+from workbench.ui import state
+
+ALL = "(all)"
+STAGE_COLUMN = {"vector": "vector", "bm25": "bm25", "fusion": "fusion", "rerank": "rerank"}
+HIGHLIGHT = "background-color: rgba(207,34,46,0.22)"
+GOLD = "background-color: rgba(46,160,67,0.25)"
+
+
+def failure_analysis(record: Mapping[str, Any], mode: str, kb: Any) -> None:
+    st.subheader("Failures")
+    summary = record["summary"][mode]
+    counts = {c: len(ids) for c, ids in summary.get("failures", {}).items()}
+    if not counts and not record.get("errors"):
+        st.success("No misses at K=5: every relevant chapter is in the top 5.")
+    f = st.columns([2, 1, 1])
+    cause = f[0].selectbox(
+        "Cause",
+        [ALL, *counts],
+        key=state.EVAL_FAIL_CAUSE,
+        format_func=lambda c: (
+            f"all causes ({sum(counts.values())})"
+            if c == ALL
+            else f"{CAUSES.get(c, c)} ({counts.get(c, 0)})"
+        ),
+    )
+    slice_by = f[1].selectbox("Slice", [ALL, *A.SLICES], key=state.EVAL_FAIL_SLICE)
+    values = (
+        sorted({str(q.get(slice_by, "")) for q in record["queries"]}) if slice_by != ALL else []
+    )
+    slice_value = f[2].selectbox(
+        "Value", values or [ALL], key=state.EVAL_FAIL_VALUE, disabled=slice_by == ALL
+    )
+    rows = A.failures(
+        record,
+        mode,
+        cause=None if cause == ALL else cause,
+        slice_by=None if slice_by == ALL else slice_by,
+        slice_value=None if slice_by == ALL else slice_value,
+    )
+    queries = [q for q in record["queries"] if q["mode"] == mode]
+    st.caption(
+        f"{len(rows)} of {len(queries)} queries miss a relevant chapter at K=5 · worst first · "
+        "click a row to open it"
+    )
+    picked_id: str | None = None
+    if rows:
+        table = pd.DataFrame([r.to_dict() for r in rows]).drop(columns=["cause", "language"])
+        event = st.dataframe(
+            table,
+            hide_index=True,
+            width="stretch",
+            height=min(38 + 35 * len(rows), 320),
+            on_select="rerun",
+            selection_mode="single-row",
+            key=state.EVAL_FAIL_TABLE,
+            column_config={
+                "recall@5": st.column_config.ProgressColumn(
+                    min_value=0, max_value=1, format="%.2f"
+                ),
+                "mrr": st.column_config.NumberColumn(format="%.3f"),
+                "cause_text": st.column_config.TextColumn("cause"),
+                "missing": st.column_config.NumberColumn("gold missing", format="%d"),
+            },
+        )
+        sel = event.selection.rows if event is not None and event.selection else []
+        if sel and state.changed(state.EVAL_FAIL_TABLE, rows[sel[0]].id):
+            picked_id = rows[sel[0]].id
+    ids = [r.id for r in rows] + [
+        str(q["id"]) for q in queries if q["id"] not in {r.id for r in rows}
+    ]
+    if not ids:
+        return
+    if picked_id is not None:
+        st.session_state[state.EVAL_DRILL] = picked_id
+    if st.session_state.get(state.EVAL_DRILL) not in ids:
+        st.session_state[state.EVAL_DRILL] = ids[0]
+    by_id = {str(q["id"]): q for q in queries}
+    qid = st.selectbox(
+        "Query",
+        ids,
+        key=state.EVAL_DRILL,
+        format_func=lambda i: f"{i} · {by_id[i]['query']}" if i in by_id else i,
+    )
+    query_story(A.story(record, mode, qid), kb)
+    with st.expander(f"All {len(queries)} queries"):
+        st.dataframe(
+            pd.DataFrame(
+                [
+                    {
+                        "id": q["id"],
+                        "query": q["query"],
+                        "difficulty": q["difficulty"],
+                        "category": q["category"],
+                        "recall@5": q["metrics"].get("recall@5", 0.0),
+                        "mrr": q["metrics"].get("mrr", 0.0),
+                        "cause": CAUSES.get(q["cause"], "") if q["cause"] else "",
+                    }
+                    for q in queries
+                ]
+            ),
+            hide_index=True,
+            width="stretch",
+            column_config={"mrr": st.column_config.NumberColumn(format="%.3f")},
+        )
+
+
+def _title(kb: Any, node_id: str) -> str:
+    node = kb.nodes.get(node_id) if kb is not None else None
+    return ui.breadcrumb(node.breadcrumb) if node is not None else f"{node_id} (not in the KB)"
+
+
+def query_story(s: A.QueryStory, kb: Any) -> None:
+    if s.error:
+        st.error(f"This query failed: {s.error}")
+    st.markdown(
+        f"**{s.id}** · {s.query}  \n"
+        + " · ".join(f"{k} {v}" for k, v in s.meta.items() if v)
+        + f" · MRR {s.metrics.get('mrr', 0):.3f} · recall@5 {s.metrics.get('recall@5', 0):.2f}"
+    )
+    left, right = st.columns([3, 2])
+    with left:
+        st.markdown("**Ranked list** (gold rows green; stage ranks are 1-based)")
+        frame = pd.DataFrame(
+            [
+                {
+                    "rank": r.rank,
+                    "chapter": _title(kb, r.node_id),
+                    "score": r.score,
+                    "vector": r.vector,
+                    "bm25": r.bm25,
+                    "fusion": r.fusion,
+                    "rerank": r.rerank,
+                    "gold": r.relevant,
+                }
+                for r in s.ranked
+            ],
+            columns=["rank", "chapter", "score", "vector", "bm25", "fusion", "rerank", "gold"],
+        )
+        for col in ("vector", "bm25", "fusion", "rerank"):
+            frame[col] = frame[col].astype("Int64")  # integers; absent stays blank
+        st.dataframe(
+            frame.style.apply(lambda row: [GOLD if row["gold"] else ""] * len(row), axis=1).format(
+                {"score": "{:.4f}"}
+            ),
+            hide_index=True,
+            width="stretch",
+            column_config={"gold": None},
+        )
+    with right:
+        st.markdown("**Gold chapters**")
+        for g in s.gold:
+            with st.container(border=True):
+                where = f"rank {g.final}" if g.final else "not in the list"
+                verdict = (
+                    f":red[lost: {CAUSES.get(g.cause, g.cause)}]"
+                    if g.cause
+                    else ":green[found in the top 5]"
+                )
+                st.markdown(f"**{_title(kb, g.node_id)}**  \n{where} · {verdict}")
+                cells = {
+                    "vector": g.vector_any if g.vector is None else g.vector,
+                    "bm25": g.bm25_any if g.bm25 is None else g.bm25,
+                    "fusion": g.fusion,
+                }
+                lost = (
+                    {"vector", "bm25"}
+                    if g.lost_at == "candidates"
+                    else {STAGE_COLUMN.get(g.lost_at or "")}
+                )
+                stage = pd.DataFrame([cells]).astype("Int64")
+                st.dataframe(
+                    stage.style.apply(
+                        lambda row, lost=lost: [HIGHLIGHT if c in lost else "" for c in row.index],
+                        axis=1,
+                    ),
+                    hide_index=True,
+                )
+                if g.vector is None and g.vector_any:
+                    st.caption(f"vector rank {g.vector_any} is past the candidate pool")
+                if g.bm25 is None and g.bm25_any:
+                    st.caption(f"BM25 rank {g.bm25_any} is past the candidate pool")
+                node = kb.nodes.get(g.node_id) if kb is not None else None
+                if node is not None:
+                    with st.expander("Chapter text"):
+                        st.text(node.content[:1500])
+                    st.page_link(
+                        "views/knowledge_base.py",
+                        label="Open in Knowledge base",
+                        icon=":material/account_tree:",
+                        query_params={"node": g.node_id},
+                    )

@@ -1,0 +1,133 @@
+"""Compare's "Runs per query" tab: 2-4 saved runs over every query, filtered by outcome,
+with both ranked lists side by side and the gold chapters marked."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from workbench import analysis as A
+from workbench.ui import components as ui
+from workbench.ui import resources, state
+
+MEASURES = ("mrr", "recall@5", "hit@5", "ndcg@10", "recall@10")
+OUTCOME_COLOUR = {"won": "#1a7f37", "lost": "#cf222e", "changed": "#9a6700", "tied": ""}
+
+
+def runs_diff(ws: Any) -> None:
+    paths = resources.run_paths(ws)
+    if len(paths) < 2:
+        ui.empty_state(
+            "Per-query comparison needs at least two saved runs: evaluate two configs first.",
+            "views/evaluate.py",
+            "Evaluate",
+        )
+        return
+    names = [p.stem for p in paths]
+    picked = st.multiselect(
+        "Runs (the first is the reference; 2-4)",
+        names,
+        default=names[:2][::-1],
+        max_selections=4,
+        key=state.RUNS_DIFF_PICK,
+    )
+    if len(picked) < 2:
+        st.info("Pick at least two runs.")
+        return
+    records = [resources.run_record(paths[names.index(n)]) for n in picked]
+    modes = [m for m in records[0]["modes"] if all(m in r["modes"] for r in records[1:])]
+    if not modes:
+        st.warning("These runs share no search mode; pick runs evaluated in the same mode.")
+        return
+    c = st.columns(3)
+    mode = c[0].selectbox("Mode", modes, key="runs_diff_mode")
+    measure = c[1].selectbox("Measure", MEASURES, key=state.RUNS_DIFF_MEASURE)
+    everything = A.run_matrix(records, mode, measure)
+    counts = A.outcome_counts(everything)
+    outcome = c[2].selectbox(
+        "Show",
+        ["all", *A.OUTCOMES],
+        key=state.RUNS_DIFF_OUTCOME,
+        format_func=lambda o: f"all ({len(everything)})" if o == "all" else f"{o} ({counts[o]})",
+    )
+    if any(
+        r.get("dataset", {}).get("hash") != records[0].get("dataset", {}).get("hash")
+        for r in records
+    ):
+        st.warning("These runs used different versions of the golden set: compare with care.")
+    rows = everything if outcome == "all" else [r for r in everything if r.outcome == outcome]
+    labels = [f"{i + 1}" for i in range(len(records))]
+    st.caption(
+        " · ".join(f"**{i + 1}.** {A.run_label(r)}" for i, r in enumerate(records))
+        + f" — outcome of run {len(records)} vs run 1 on {measure}: "
+        + ", ".join(f"{n} {k}" for k, n in counts.items())
+    )
+    if not rows:
+        st.info("No query with that outcome.")
+        return
+    table = pd.DataFrame([r.to_dict(labels, measure) for r in rows])
+    deltas = [col for col in table.columns if col.startswith("Δ")]
+    event = st.dataframe(
+        table.style.map(ui.delta_colour, subset=deltas)
+        .map(
+            lambda o: f"color: {OUTCOME_COLOUR.get(o, '')}" if OUTCOME_COLOUR.get(o) else "",
+            subset=["outcome"],
+        )
+        .format(precision=3),
+        hide_index=True,
+        width="stretch",
+        height=min(38 + 35 * len(rows), 360),
+        on_select="rerun",
+        selection_mode="single-row",
+        key=state.RUNS_DIFF_TABLE,
+    )
+    sel = event.selection.rows if event is not None and event.selection else []
+    ids = [r.id for r in rows]
+    if sel and state.changed(state.RUNS_DIFF_TABLE, ids[sel[0]]):
+        st.session_state[state.RUNS_DIFF_QUERY] = ids[sel[0]]
+    if st.session_state.get(state.RUNS_DIFF_QUERY) not in ids:
+        st.session_state[state.RUNS_DIFF_QUERY] = ids[0]
+    by_id = {r.id: r for r in rows}
+    qid = st.selectbox(
+        "Query",
+        ids,
+        key=state.RUNS_DIFF_QUERY,
+        format_func=lambda i: f"{i} · {by_id[i].query} ({by_id[i].outcome})",
+    )
+    gold, lists = A.side_by_side(records, mode, qid)
+    kb = resources.kb(ws)
+    st.markdown(
+        "**Gold:** "
+        + "; ".join(ui.breadcrumb(kb.nodes[g].breadcrumb) if g in kb.nodes else g for g in gold)
+    )
+    cols = st.columns(len(lists))
+    for i, (col, ranked) in enumerate(zip(cols, lists, strict=True)):
+        with col:
+            st.markdown(
+                f"**{i + 1}.** {A.run_label(records[i])} · {measure} {by_id[qid].values[i]:.3f}"
+            )
+            st.dataframe(
+                pd.DataFrame(
+                    [
+                        {
+                            "rank": n,
+                            "chapter": ui.breadcrumb(kb.nodes[nid].breadcrumb)
+                            if nid in kb.nodes
+                            else nid,
+                            "gold": rel,
+                        }
+                        for n, (nid, rel) in enumerate(ranked, 1)
+                    ],
+                    columns=["rank", "chapter", "gold"],
+                ).style.apply(
+                    lambda row: (
+                        ["background-color: rgba(46,160,67,0.25)" if row["gold"] else ""] * len(row)
+                    ),
+                    axis=1,
+                ),
+                hide_index=True,
+                width="stretch",
+                column_config={"gold": None},
+            )
