@@ -296,3 +296,17 @@ def test_compare_runs_per_query_filters_by_outcome_and_shows_both_lists(ui_copy)
     assert "won" in texts(at) and "Gold:" in texts(at)
     at.selectbox(key="runs_diff_outcome").select("tied").run()
     assert not at.exception
+
+
+def test_sweep_point_runs_as_an_experiment(ui_copy):
+    at = open_page("compare")
+    at.text_input(key="sw_v1").input("10, 60")
+    at.button(key="sw_run").click().run()
+    assert not at.exception
+    table = at.dataframe[-1].value
+    assert "current" in set(table.iloc[:, 0])  # fusion.k=60 is the baseline's value
+    at.selectbox(key="sw_experiment_point").select(0).run()
+    at.button(key="sw_experiment").click().run()
+    assert not at.exception
+    log = (ui_copy["experiments"] / "kb" / "optimization_log.md").read_text(encoding="utf-8")
+    assert "sweep point fusion.k=10" in log

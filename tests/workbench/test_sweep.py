@@ -134,3 +134,46 @@ def test_pareto_front():
     res = sweep(None, EngineConfig(), {"fusion.k": [10, 30, 60]}, GS, evaluator_for=FakeEvaluator)
     # k=10: 0.5 @ 20 ms; k=30: 0.7 @ 40 ms; k=60: 0.5 @ 70 ms (dominated)
     assert res.pareto() == [0, 1]
+
+
+class HoldoutFlipEvaluator(FakeEvaluator):
+    """k=30 wins on tune but loses on holdout; every latency within 0.02 ms."""
+
+    def run(self, gs, cfg, *, modes, split):
+        k = cfg.fusion.k
+        good = (k == 30) == (split == "tune")
+        recall = 0.7 if good else 0.5
+        return _run(cfg, split, recall, recall / 2, lat=63.48 + 0.01 * (k == 30))
+
+
+def test_sweep_marks_the_current_value_and_warns_when_the_best_loses_on_holdout():
+    res = sweep(
+        None, EngineConfig(), {"fusion.k": [10, 30, 60]}, GS, evaluator_for=HoldoutFlipEvaluator
+    )
+    assert res.current == {"fusion.k": 60.0}
+    assert res.current_index == 2
+    assert res.best.values == {"fusion.k": 30}
+    warning = res.holdout_warning()
+    assert warning is not None and "loses on holdout" in warning and "current value" in warning
+    text = format_sweep(res)
+    assert "=60" in text and "warning: the best tune point loses on holdout" in text
+    assert json.loads(res.to_json())["current_index"] == 2
+
+
+def test_sweep_says_latency_differences_under_the_noise_floor_are_noise():
+    res = sweep(
+        None, EngineConfig(), {"fusion.k": [10, 30, 60]}, GS, evaluator_for=HoldoutFlipEvaluator
+    )
+    assert res.latency_within_noise()
+    assert "within the noise floor" in format_sweep(res)
+    scatter = sweep_figures(res)[1]
+    lo, hi = scatter.layout.xaxis.range
+    assert hi - lo >= 2 * res.latency_noise_ms() - 1e-9  # the axis does not magnify 0.01 ms
+    # real differences are not called noise
+    spread = sweep(None, EngineConfig(), {"fusion.k": [10, 60]}, GS, evaluator_for=FakeEvaluator)
+    assert not spread.latency_within_noise()
+
+
+def test_sweep_without_a_holdout_loss_gives_no_warning():
+    res = sweep(None, EngineConfig(), {"fusion.k": [10, 30, 60]}, GS, evaluator_for=FakeEvaluator)
+    assert res.holdout_warning() is None

@@ -105,14 +105,27 @@ with ui.guarded("Compare & sweep"):
                 + res.split
                 + ": "
                 + ", ".join(f"`{k}={v}`" for k, v in best.values.items())
-                + f" — {measure} {best.tune.get(measure, 0):.3f}, holdout recall@5 "
-                f"{best.holdout.get('recall@5', 0):.3f}, p95 {best.latency_p95:.1f} ms"
+                + f" — {measure} {best.tune.get(measure, 0):.3f}, holdout MRR "
+                f"{best.holdout.get('mrr', 0):.3f}, p95 {best.latency_p95:.1f} ms"
             )
+            if warning := res.holdout_warning(measure):
+                st.warning(warning.capitalize())
+            if res.latency_within_noise():
+                st.caption(
+                    f"Latency: every point is within the noise floor "
+                    f"({res.latency_noise_ms():.1f} ms); read no latency difference into it."
+                )
             rows = pd.DataFrame(res.rows())
+            marks = [
+                ("current" if i == res.current_index else "")
+                + (" · best" if i == res.best_index else "")
+                for i in range(len(res.points))
+            ]
+            rows.insert(0, "", [m.strip(" ·") for m in marks])
             st.dataframe(
                 rows.style.highlight_max(
                     subset=[f"{res.split}_{measure}"], color="rgba(46,160,67,0.3)"
-                ),
+                ).format(precision=3),
                 hide_index=True,
                 width="stretch",
             )
@@ -121,3 +134,27 @@ with ui.guarded("Compare & sweep"):
             for col, fig in zip(cols, figs, strict=True):
                 fig.update_layout(height=380, margin={"l": 10, "r": 10, "t": 40, "b": 10})
                 col.plotly_chart(fig, width="stretch")
+            labels = [", ".join(f"{k}={v}" for k, v in p.values.items()) for p in res.points]
+            a, b = st.columns([3, 1])
+            point = a.selectbox(
+                "Run a point as an experiment (baseline vs that value, through the rule)",
+                range(len(labels)),
+                index=res.best_index,
+                format_func=lambda i: labels[i],
+                key=state.SWEEP_EXPERIMENT_POINT,
+            )
+            if b.button("Run as experiment", key="sw_experiment"):
+                from workbench.experiments import run_experiment
+
+                with st.status("Evaluating baseline and candidate on tune and holdout…") as status:
+                    result = run_experiment(
+                        ws,
+                        lambda c_: resources.evaluator(ws, c_),
+                        res.points[point].values,
+                        title=f"sweep point {labels[point]}",
+                        tier="sweep",
+                    )
+                    status.update(label="Experiment done", state="complete")
+                resources.clear_data()
+                state.set_experiment_result(result)
+                ui.decision(result)

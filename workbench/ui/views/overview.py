@@ -85,8 +85,28 @@ with ui.guarded("Overview"):
     if gs is not None and not runs:
         todo += 1
         ui.empty_state("No evaluation run yet.", "views/evaluate.py", "Evaluate the golden set")
+    if runs and gs is not None:
+        latest = resources.run_record(runs[0])
+        mode0 = (latest.get("modes") or ["hybrid"])[0]
+        misses = sum(
+            len(v) for v in latest.get("summary", {}).get(mode0, {}).get("failures", {}).values()
+        )
+        if misses:
+            todo += 1
+            st.info(
+                f"{misses} queries of the latest run miss a relevant chapter at K=5: see where "
+                "each was lost."
+            )
+            st.page_link(
+                "views/evaluate.py", label="Open the failures", icon=":material/arrow_forward:"
+            )
     if not todo:
         st.success("Everything is in place: try a change on the Experiments page.")
+    st.page_link(
+        "views/experiments.py",
+        label="Try one change, or let the optimizer search",
+        icon=":material/science:",
+    )
 
     left, right = st.columns(2)
     with left:
