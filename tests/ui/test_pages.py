@@ -46,9 +46,22 @@ def test_knowledge_base_tree_chapter_and_search(ui_env):
     at.text_input(key="kb_query").input("MCP 传输方式")
     at.button[0].click().run()  # the form's submit button sends the typed query
     assert not at.exception
-    assert any("MCP" in e.label for e in at.expander), [e.label for e in at.expander]
-    stages = {m.label for m in at.metric}
-    assert stages, "per-stage timings shown"
+    assert any(m.value.startswith("**1. ") for m in at.markdown), texts(at)
+    assert "stage timings:" in texts(at)
+    assert any("**MCP**" in m.value or "**传输方式**" in m.value for m in at.markdown)  # marked
+
+
+def test_knowledge_base_tree_is_grouped_by_document_and_depth(ui_env):
+    at = open_page("knowledge_base")
+    docs = at.selectbox(key="kb_doc")
+    assert len(docs.options) == 3  # the three files of the fixture
+    at.selectbox(key="kb_depth").select(1).run()
+    assert not at.exception
+    shallow = len(at.dataframe[0].value)
+    at.selectbox(key="kb_depth").select(6).run()
+    deep = at.dataframe[0].value
+    assert len(deep) > shallow
+    assert {"file", "category"} <= set(deep.columns)
 
 
 def test_golden_set_edit_label_and_save(ui_copy):

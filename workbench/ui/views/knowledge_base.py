@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from engine.config import field_spec
+from workbench.snippets import escape_markdown, plain_text, snippet
 from workbench.ui import components as ui
 from workbench.ui import resources, state
 
@@ -25,18 +26,47 @@ with ui.guarded("Knowledge base"):
         needle = st.text_input(
             "Filter chapters", key="kb_filter", placeholder="title, path or id (中文 OK)"
         ).strip()
+        docs = {d.nodes[0].node_id: d for d in kb.documents if d.nodes}
+        if needle:
+            shown = [
+                n
+                for n in kb.nodes.values()
+                if needle.lower() in " ".join([*n.breadcrumb, n.node_id, n.file_path]).lower()
+            ]
+            st.caption(f"{len(shown)} of {len(kb.nodes)} chapters match")
+        else:
+            # Collapsible by document, then by heading depth: a 14k-chapter KB stays usable.
+            c = st.columns([3, 1])
+            doc = c[0].selectbox(
+                "Document",
+                list(docs),
+                key=state.KB_DOC,
+                format_func=lambda i: (
+                    f"{kb.nodes[i].title or kb.nodes[i].doc_id} · {kb.nodes[i].file_path}"
+                ),
+            )
+            depth = c[1].selectbox(
+                "Down to",
+                [1, 2, 3, 4, 5, 6],
+                index=2,
+                key=state.KB_DEPTH,
+                format_func=lambda d: f"H{d}",
+            )
+            shown = [n for n in docs[doc].nodes if n.level <= depth]
+            hidden = len(docs[doc].nodes) - len(shown)
+            st.caption(
+                f"{len(docs)} documents · {len(shown)} chapters shown"
+                + (f" · {hidden} deeper chapters folded" if hidden else "")
+            )
         rows = [
             {
-                "chapter": "\u2003" * n.level + (n.title or n.doc_id),
+                "chapter": "\u2003" * max(0, n.level - 1) + (n.title or n.doc_id),
                 "node_id": n.node_id,
                 "file": f"{n.file_path}:{n.line}",
                 "category": n.category,
             }
-            for n in kb.nodes.values()
-            if not needle
-            or needle.lower() in " ".join([*n.breadcrumb, n.node_id, n.file_path]).lower()
+            for n in shown
         ]
-        st.caption(f"{len(rows)} of {len(kb.nodes)} nodes")
         table = st.dataframe(
             pd.DataFrame(rows, columns=["chapter", "node_id", "file", "category"]),
             hide_index=True,
@@ -46,7 +76,8 @@ with ui.guarded("Knowledge base"):
             column_config={
                 "node_id": None,
                 "chapter": st.column_config.TextColumn(width="large"),
-                "file": st.column_config.TextColumn(width="small"),
+                "file": st.column_config.TextColumn(width="medium"),
+                "category": st.column_config.TextColumn(width="small"),
             },
             key="kb_tree",
         )
@@ -158,25 +189,48 @@ with ui.guarded("Knowledge base"):
             f"{resp.total} results in {resp.took_ms:.1f} ms · config `{resp.config_hash}`"
             + (f" · expansion: {', '.join(resp.expansion_terms)}" if resp.expansion_terms else "")
         )
-        t = st.columns(max(1, len(resp.timings)))
-        for col, (stage, ms) in zip(t, resp.timings.items(), strict=False):
-            col.metric(stage, f"{ms:.1f} ms")
+        st.caption(
+            "stage timings: "
+            + " · ".join(f"{stage} {ms:.1f} ms" for stage, ms in resp.timings.items())
+        )
         if not resp.results:
             st.info("Nothing matched: loosen the filters, or try keyword mode for exact terms.")
-        for i, r in enumerate(resp.results, 1):
-            rs = r.rank_source
-            ranks = " · ".join(f"{k} #{v}" for k, v in rs.items() if v is not None) or "injected"
-            with st.expander(f"{i}. {r.title} — {r.score:.4f}  ({ranks})"):
-                st.caption(
-                    f"{ui.breadcrumb(r.breadcrumb)} · `{r.metadata.get('file_path')}` "
-                    f"line {r.metadata.get('line')}"
-                )
-                st.markdown(r.summary or r.content[:400])
-                if r.expanded:
-                    st.caption(
-                        "expanded: "
-                        + ", ".join(f"{e.get('title')} ({e.get('relation')})" for e in r.expanded)
+        # Document-level entries with no text of their own say little: list them after the
+        # chapters that do (their rank is kept in the label).
+        ranked = list(enumerate(resp.results, 1))
+        real = [(i, r) for i, r in ranked if plain_text(r.content)]
+        empty = [(i, r) for i, r in ranked if not plain_text(r.content)]
+        for group, items in (("", real), ("Matched by title only (no text of their own)", empty)):
+            if group and items:
+                st.caption(group)
+            for i, r in items:
+                rs = r.rank_source
+                ranks = " · ".join(f"{k} #{v}" for k, v in rs.items() if v is not None)
+                with st.container(border=True):
+                    st.markdown(
+                        f"**{i}. {escape_markdown(r.title)}** · {r.score:.4f}"
+                        f" · {escape_markdown(ranks or 'injected')}"
                     )
-                if st.button("Show this chapter", key=f"kb_open_{i}"):
-                    state.set_selected_node(r.node_id)
-                    st.rerun()
+                    st.caption(
+                        f"{escape_markdown(ui.breadcrumb(r.breadcrumb))} · "
+                        f"{escape_markdown(str(r.metadata.get('file_path')))} line {r.metadata.get('line')}"
+                    )
+                    snip = snippet(r.summary or r.content, resp.query)
+                    if snip.parts:
+                        st.markdown(snip.markdown())
+                    if r.expanded:
+                        st.caption(
+                            "expanded: "
+                            + ", ".join(
+                                escape_markdown(f"{e.get('title')} ({e.get('relation')})")
+                                for e in r.expanded
+                            )
+                        )
+                    b = st.columns(4)
+                    if b[0].button("Show this chapter", key=f"kb_open_{i}"):
+                        state.set_selected_node(r.node_id)
+                        st.rerun()
+                    for j, child in enumerate(kb.children(r.node_id)[:3], 1):
+                        if b[j].button(f"↳ {child.title}", key=f"kb_open_{i}_{j}"):
+                            state.set_selected_node(child.node_id)
+                            st.rerun()
