@@ -74,8 +74,9 @@ def test_golden_set_edit_label_and_save(ui_copy):
     assert not at.exception
     assert "unsaved changes" in texts(at)
     assert any("q006" in e.value for e in at.error)  # needs 1-4 relevant ids
-    at.selectbox(key="golden_target").select("q006").run()
+    assert at.selectbox(key="golden_target").value == "q006"  # the new query is selected
     at.text_input(key="golden_tree_filter").input("MCP 网关").run()
+    assert "agents/mcp#" in " ".join(str(c.value) for c in at.caption)  # id + preview shown
     at.button(key="golden_add_tree").click().run()
     assert not at.exception
     assert not at.error, [e.value for e in at.error]
@@ -83,6 +84,16 @@ def test_golden_set_edit_label_and_save(ui_copy):
     assert not at.exception
     text = ui_copy["dataset"].read_text(encoding="utf-8")
     assert "MCP 网关做什么？" in text and "q006" in text
+    assert "category: agents" in text.split("q006")[1]  # from its first label
+
+
+def test_golden_set_label_can_be_removed(ui_copy):
+    at = open_page("golden_set")
+    at.selectbox(key="golden_target").select("q002").run()
+    at.button(key="golden_remove_0").click().run()
+    assert not at.exception
+    assert any("q002" in e.value for e in at.error)  # no label left: 1-4 ids needed
+    assert "unsaved changes" in texts(at)
 
 
 def test_golden_set_conflict_keeps_edits(ui_copy):

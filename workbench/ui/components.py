@@ -179,7 +179,12 @@ def bar_chart(
     import plotly.express as px
 
     rows = [
-        {"slice": g, "measure": m, "value": float(vals.get(m, 0.0))}
+        # An empty slice name (items without a category) gets a label, not a blank bar.
+        {
+            "slice": str(g) if str(g).strip() else "(none)",
+            "measure": m,
+            "value": float(vals.get(m, 0.0)),
+        }
         for g, vals in groups.items()
         for m in measures
     ]
@@ -271,7 +276,8 @@ def golden_frame(gs: GoldenSet) -> pd.DataFrame:
             "id": it.id,
             "query": it.query,
             "relevant": SEP.join(it.relevant),
-            "difficulty": it.difficulty,
+            # Difficulty means nothing for a question the KB cannot answer: left blank.
+            "difficulty": None if it.unanswerable else it.difficulty,
             "category": it.category,
             "split": it.split,
             "unanswerable": it.unanswerable,

@@ -28,6 +28,7 @@ RUNS_DIFF_OUTCOME = "runs_diff_outcome"
 RUNS_DIFF_TABLE = "runs_diff_table"
 RUNS_DIFF_QUERY = "runs_diff_query"
 SWEEP_EXPERIMENT_POINT = "sw_experiment_point"
+GOLDEN_TARGET = "golden_target"  # the query being labelled
 KB_DOC = "kb_doc"  # the Knowledge base tree's document
 KB_DEPTH = "kb_depth"
 SEARCH_RESPONSE = "search_response"

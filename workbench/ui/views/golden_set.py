@@ -10,6 +10,7 @@ import streamlit as st
 from workbench import golden
 from workbench.drafting import draft_queries
 from workbench.pooling import pool_candidates
+from workbench.snippets import escape_markdown, plain_text
 from workbench.ui import components as ui
 from workbench.ui import resources, state
 
@@ -110,6 +111,7 @@ with ui.guarded("Golden set"):
             item = golden.GoldenItem(id=golden.next_id(working), query=q.strip())
             item = replace(item, split=golden.default_split(item.id))
             state.set_golden_draft(golden.with_item(working, item), dirty=True)
+            st.session_state[state.GOLDEN_TARGET] = item.id  # label the query just added
             st.rerun()
 
     st.subheader("Label relevant chapters")
@@ -117,21 +119,41 @@ with ui.guarded("Golden set"):
     if not ids:
         st.caption("Add a query first.")
     else:
+        if st.session_state.get(state.GOLDEN_TARGET) not in ids:
+            st.session_state.pop(state.GOLDEN_TARGET, None)
         target_id = st.selectbox(
             "Query to label",
             ids,
-            key="golden_target",
+            key=state.GOLDEN_TARGET,
             format_func=lambda i: f"{i} · {working.get(i).query if working.get(i) else ''}",
         )
         target = working.get(target_id)
-        st.caption(
-            "Relevant now: "
-            + (", ".join(f"`{r}`" for r in target.relevant) if target.relevant else "none")
-        )
+        if target.relevant:
+            st.markdown("**Relevant now**")
+            for j, rid in enumerate(target.relevant):
+                c1, c2 = st.columns([6, 1])
+                node = kb.nodes.get(rid)
+                c1.markdown(
+                    (f"{ui.breadcrumb(node.breadcrumb)}  \n" if node else ":red[not in the KB] ")
+                    + f"`{rid}`"
+                )
+                if c2.button("Remove", key=f"golden_remove_{j}"):
+                    rel = tuple(r for r in target.relevant if r != rid)
+                    state.set_golden_draft(
+                        golden.with_item(working, replace(target, relevant=rel)), dirty=True
+                    )
+                    state.flash(f"{rid} removed from {target.id}")
+                    st.rerun()
+        else:
+            st.caption("Relevant now: none")
 
         def add_relevant(node_id: str) -> None:
             rel = tuple(dict.fromkeys([*target.relevant, node_id]))
-            changed = replace(target, relevant=rel, unanswerable=False)
+            # A query gets a category from its first label (the chapter's), unless it has one.
+            category = target.category or (
+                kb.nodes[node_id].category if node_id in kb.nodes else ""
+            )
+            changed = replace(target, relevant=rel, unanswerable=False, category=category)
             state.set_golden_draft(golden.with_item(working, changed), dirty=True)
             state.flash(f"{node_id} added to {target.id}")
 
@@ -147,8 +169,14 @@ with ui.guarded("Golden set"):
                 "Chapter",
                 options,
                 key="golden_tree_pick",
-                format_func=lambda nid: ui.breadcrumb(kb.nodes[nid].breadcrumb),
+                format_func=lambda nid: f"{ui.breadcrumb(kb.nodes[nid].breadcrumb)} · {nid}",
             )
+            if pick is not None:
+                preview = plain_text(kb.nodes[pick].content)
+                st.caption(
+                    f"`{pick}` · {kb.nodes[pick].file_path}:{kb.nodes[pick].line}  \n"
+                    + escape_markdown(preview[:300] + ("…" if len(preview) > 300 else ""))
+                )
             add_col, draft_col = st.columns(2)
             if add_col.button("Add to relevant", key="golden_add_tree", disabled=pick is None):
                 add_relevant(pick)
