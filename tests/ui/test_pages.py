@@ -334,3 +334,19 @@ def test_sweep_point_runs_as_an_experiment(ui_copy):
     assert not at.exception
     log = (ui_copy["experiments"] / "kb" / "optimization_log.md").read_text(encoding="utf-8")
     assert "sweep point fusion.k=10" in log
+
+
+def test_chat_conversations_are_kept_reopened_and_replayed(ui_copy):
+    at = open_page("chat")
+    at.chat_input(key="chat_input").set_value("父子块检索的数据结构是什么？").run()
+    assert not at.exception
+    assert (ui_copy["experiments"] / "kb" / "chats.sqlite").is_file()
+    at.button(key="chat_clear").click().run()  # a new conversation
+    assert not at.exception
+    assert at.selectbox(key="chat_history_pick").options  # the kept one is listed
+    at.button(key="chat_history_open").click().run()
+    assert not at.exception
+    assert "父子块检索的数据结构是什么？" in texts(at)  # reopened
+    at.button(key="chat_replay_run").click().run()
+    assert not at.exception
+    assert "answers unchanged" in texts(at)

@@ -29,6 +29,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     ask.add_argument("--top-k", type=int, default=5, help="chapters given as sources (default 5)")
     ask.add_argument("--json", action="store_true", help="machine-readable answer on stdout")
+    ask.add_argument(
+        "--save",
+        nargs="?",
+        const="new",
+        default=None,
+        metavar="CONVERSATION",
+        help="keep the turn with the KB's chats (a new conversation, or continue one by id)",
+    )
     ask.set_defaults(func=_ask)
 
     summ = sub.add_parser(
@@ -49,7 +57,22 @@ def _ask(args: argparse.Namespace) -> int:
     cfg = effective_config(args, ws)
     engine = Engine.open(ws.kb, ws.index, cfg)
     llm = LLMClient.from_config(cfg.llm)
-    ans = answer(args.question, engine, cfg, llm=llm, mode=args.mode, top_k=args.top_k)
+    history: list[Any] = []
+    store = cid = None
+    if args.save:
+        from workbench.conversations import ChatStore, answer_from_dict
+
+        store = ChatStore(ws.experiments)
+        if args.save != "new":
+            history = [answer_from_dict(t.answer) for t in store.load(args.save).turns]
+            cid = args.save
+    ans = answer(
+        args.question, engine, cfg, history=history, llm=llm, mode=args.mode, top_k=args.top_k
+    )
+    if store is not None:
+        cid = cid or store.start(args.question)
+        n = store.add_turn(cid, ans, "cli", cfg.hash)
+        info(f"kept as turn {n} of conversation {cid} (`wikirag chats show {cid}`)")
     if args.json:
         d = ans.to_dict()
         print_json({k: d[k] for k in _JSON_KEYS})

@@ -28,6 +28,10 @@ RUNS_DIFF_OUTCOME = "runs_diff_outcome"
 RUNS_DIFF_TABLE = "runs_diff_table"
 RUNS_DIFF_QUERY = "runs_diff_query"
 SWEEP_EXPERIMENT_POINT = "sw_experiment_point"
+CHAT_CONVERSATION = "chat_conversation"  # id of the kept conversation being continued
+CHAT_HISTORY_PICK = "chat_history_pick"
+CHAT_REPLAY_CONFIG = "chat_replay_config"
+CHAT_REPLAY = "chat_replay"
 GOLDEN_TARGET = "golden_target"  # the query being labelled
 KB_DOC = "kb_doc"  # the Knowledge base tree's document
 KB_DEPTH = "kb_depth"
@@ -149,8 +153,18 @@ def add_chat_turn(turn: dict[str, Any]) -> None:
 
 
 def clear_chat() -> None:
+    """A new conversation: the next question starts a new kept conversation."""
     st.session_state[CHAT_TURNS] = []
     st.session_state[CHAT_DRAFT] = None
+    st.session_state[CHAT_CONVERSATION] = None
+
+
+def chat_conversation() -> str | None:
+    return _get(CHAT_CONVERSATION)
+
+
+def set_chat_conversation(conversation_id: str | None) -> None:
+    st.session_state[CHAT_CONVERSATION] = conversation_id
 
 
 def chat_draft() -> dict[str, Any] | None:

@@ -8,6 +8,7 @@ from workbench import golden
 from workbench.chat import answer, draft_golden_item
 from workbench.ui import components as ui
 from workbench.ui import resources, state
+from workbench.ui.conversations import history_panel, keep_turn
 
 st.title("Chat")
 if msg := state.flash():
@@ -27,7 +28,7 @@ with ui.guarded("Chat"):
         help="loop: retrieve → judge → rewrite; tools: the model calls search itself (LLM only)",
     )
     top_k = c[2].number_input("Chapters", 1, 20, 5, key="chat_top_k")
-    if c[3].button("Clear conversation", key="chat_clear"):
+    if c[3].button("New conversation", key="chat_clear"):
         state.clear_chat()
         st.rerun()
     if llm is None:
@@ -37,6 +38,7 @@ with ui.guarded("Chat"):
             "for generated answers."
         )
 
+    history_panel(ws, llm, mode, int(top_k))
     turns = state.chat_turns()
     if not turns:
         st.caption("Ask a question about the wiki below, e.g. “父子块检索有哪几种展开方式？”")
@@ -143,4 +145,5 @@ with ui.guarded("Chat"):
                 )
             live.empty()
         state.add_chat_turn({"question": question, "answer": result, "config": label})
+        keep_turn(ws, question, result, label, cfg.hash)
         st.rerun()

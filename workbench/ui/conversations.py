@@ -1,0 +1,123 @@
+"""The Chat page's kept conversations: list, reopen, export, replay under another config."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from workbench.conversations import (
+    ChatStore,
+    Conversation,
+    answer_from_dict,
+    compare_replay,
+    replay,
+)
+from workbench.ui import resources, state
+
+
+def keep_turn(ws: Any, question: str, answer: Any, label: str, config_hash: str) -> None:
+    """Store one answered turn in the current conversation (a new one on the first turn)."""
+    store = ChatStore(ws.experiments)
+    cid = state.chat_conversation()
+    if cid is None:
+        cid = store.start(question)
+        state.set_chat_conversation(cid)
+    store.add_turn(cid, answer, label, config_hash)
+
+
+def open_conversation(conv: Conversation) -> None:
+    state.clear_chat()
+    state.set_chat_conversation(conv.id)
+    for t in conv.turns:
+        state.add_chat_turn(
+            {"question": t.question, "answer": answer_from_dict(t.answer), "config": t.config_label}
+        )
+
+
+def history_panel(ws: Any, llm: Any, mode: str, top_k: int) -> None:
+    store = ChatStore(ws.experiments)
+    convs = store.list()
+    counts = store.turn_counts()
+    with st.expander(f"Conversations ({len(convs)})", expanded=False):
+        if not convs:
+            st.caption("Nothing kept yet: every answered question is kept here, per KB.")
+            return
+        ids = [c.id for c in convs]
+        by_id = {c.id: c for c in convs}
+        pick = st.selectbox(
+            "Conversation",
+            ids,
+            key=state.CHAT_HISTORY_PICK,
+            format_func=lambda i: (
+                f"{by_id[i].updated[:16]} · {counts.get(i, 0)} turns · {by_id[i].title}"
+            ),
+        )
+        conv = store.load(pick)
+        b = st.columns(4)
+        if b[0].button("Reopen", key="chat_history_open"):
+            open_conversation(conv)
+            st.rerun()
+        b[1].download_button(
+            "Markdown",
+            conv.to_markdown(),
+            file_name=f"chat-{conv.id}.md",
+            key="chat_history_md",
+        )
+        import json
+
+        b[2].download_button(
+            "JSON",
+            json.dumps(conv.to_dict(), ensure_ascii=False, indent=2),
+            file_name=f"chat-{conv.id}.json",
+            key="chat_history_json",
+        )
+        if b[3].button("Delete", key="chat_history_delete"):
+            store.delete(conv.id)
+            if state.chat_conversation() == conv.id:
+                state.set_chat_conversation(None)
+            st.rerun()
+        st.markdown("**Replay under another config**, answers side by side")
+        options = resources.config_options(ws)
+        r = st.columns([3, 1])
+        name = r[0].selectbox("Config", list(options), key=state.CHAT_REPLAY_CONFIG)
+        if r[1].button("Replay", key="chat_replay_run", disabled=not conv.turns):
+            from engine.config import EngineConfig
+            from workbench.chat import answer
+
+            cfg = EngineConfig.from_yaml(options[name])
+            engine = resources.engine(ws, cfg)
+            with st.spinner(f"Asking {len(conv.turns)} questions again…"):
+                new = replay(
+                    conv,
+                    lambda q, history: answer(
+                        q, engine, cfg, history=history, llm=llm, mode=mode, top_k=top_k
+                    ),
+                )
+            st.session_state[state.CHAT_REPLAY] = (conv.id, name, compare_replay(conv, new))
+        done = st.session_state.get(state.CHAT_REPLAY)
+        if done and done[0] == conv.id:
+            _, name, rows = done
+            st.caption(
+                f"stored answers vs **{name}** · "
+                f"{sum(1 for x in rows if x.same_answer)} of {len(rows)} answers unchanged"
+            )
+            st.dataframe(
+                pd.DataFrame(
+                    [
+                        {
+                            "n": x.n,
+                            "question": x.question,
+                            "stored": ("(refused) " if x.refused_a else "") + x.answer_a,
+                            name: ("(refused) " if x.refused_b else "") + x.answer_b,
+                            "cited (stored)": ", ".join(x.cited_a),
+                            f"cited ({name})": ", ".join(x.cited_b),
+                            "retrieved overlap": x.retrieved_overlap,
+                        }
+                        for x in rows
+                    ]
+                ).style.format({"retrieved overlap": "{:.2f}"}),
+                hide_index=True,
+                width="stretch",
+            )
