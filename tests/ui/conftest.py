@@ -73,6 +73,7 @@ def ui_workspace(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 @pytest.fixture
 def ui_env(ui_workspace: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
     """Point the app at the test workspace through its env vars."""
+    monkeypatch.setenv("WIKIRAG_LANG", "en")  # the assertions read English strings
     monkeypatch.setenv("WIKIRAG_KB", str(ui_workspace["kb"]))
     monkeypatch.setenv("WIKIRAG_INDEX", str(ui_workspace["index"]))
     monkeypatch.setenv("WIKIRAG_DATASET", str(ui_workspace["dataset"]))
@@ -91,6 +92,7 @@ def ui_copy(
     shutil.copytree(ui_workspace["root"], root)
     paths = {k: root / v.relative_to(ui_workspace["root"]) for k, v in ui_workspace.items()}
     paths["root"] = root
+    monkeypatch.setenv("WIKIRAG_LANG", "en")
     monkeypatch.setenv("WIKIRAG_KB", str(paths["kb"]))
     monkeypatch.setenv("WIKIRAG_INDEX", str(paths["index"]))
     monkeypatch.setenv("WIKIRAG_DATASET", str(paths["dataset"]))

@@ -20,6 +20,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dataset", default=None, help="golden set (default: datasets/<kb>.yaml)")
     p.add_argument("--experiments", default=None, help="experiments root (default: experiments)")
     p.add_argument("--port", type=int, default=8501, help="port on 127.0.0.1 (default 8501)")
+    p.add_argument(
+        "--lang",
+        choices=["zh", "en"],
+        default=None,
+        help="UI language (default: WIKIRAG_LANG, else the system locale, else English)",
+    )
     p.set_defaults(func=run)
 
 
@@ -43,7 +49,7 @@ def streamlit_argv(args: argparse.Namespace) -> list[str]:
         "--kb",
         str(args.kb),
     ]
-    for name in ("index", "config", "dataset", "experiments"):
+    for name in ("index", "config", "dataset", "experiments", "lang"):
         value = getattr(args, name, None)
         if value:
             argv += [f"--{name}", str(value)]

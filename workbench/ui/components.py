@@ -19,6 +19,7 @@ from workbench import golden
 from workbench.context import Workspace
 from workbench.golden import GoldenSet
 from workbench.ui import resources, state
+from workbench.ui.i18n import switch, t
 
 # Target bands for recall (DESIGN.md): poor < 0.5 <= acceptable < 0.7 <= good < 0.85 <= excellent.
 BANDS = ((0.85, "excellent", "green"), (0.7, "good", "blue"), (0.5, "acceptable", "orange"))
@@ -44,10 +45,10 @@ def guarded(what: str = "this page") -> Iterator[None]:
         yield
     except IndexMissingError as exc:
         st.error(str(exc))
-        st.caption("Build the index from the Overview page (Re-index) or with `wikirag index`.")
+        st.caption(t("Build the index from the Overview page (Re-index) or with `wikirag index`."))
     except EngineError as exc:
         st.error(str(exc))
-        st.caption("Fix what the message says, then rerun (press R).")
+        st.caption(t("Fix what the message says, then rerun (press R)."))
     except ModuleNotFoundError as exc:
         st.info(
             f"Part of {what} needs `{exc.name}`, which isn't available yet in this checkout; "
@@ -55,8 +56,8 @@ def guarded(what: str = "this page") -> Iterator[None]:
         )
     except Exception as exc:
         st.error(f"{what} failed: {type(exc).__name__}: {exc}")
-        st.caption("If this persists, run the matching `wikirag` command to see more detail.")
-        with st.expander("Technical details"):
+        st.caption(t("If this persists, run the matching `wikirag` command to see more detail."))
+        with st.expander(t("Technical details")):
             st.code("".join(traceback.format_exception_only(type(exc), exc)), language="text")
 
 
@@ -86,14 +87,15 @@ def current_config(ws: Workspace) -> tuple[str, EngineConfig]:
 def sidebar(ws: Workspace) -> None:
     """KB path, config picker, index freshness and LLM status, on every page."""
     with st.sidebar:
-        st.markdown(f"**Knowledge base** `{ws.name}`")
+        switch()
+        st.markdown(f"**{t('Knowledge base')}** `{ws.name}`")
         st.caption(f"KB `{ws.kb}` · index `{ws.index}` · golden set `{ws.dataset}`")
         options = resources.config_options(ws)
         st.selectbox(
             "Config",
             list(options),
             key=state.CONFIG_CHOICE,
-            help="baseline = the accepted config; versions = earlier accepted baselines",
+            help=t("baseline = the accepted config; versions = earlier accepted baselines"),
         )
         _, cfg = current_config(ws)
         st.caption(f"config `{cfg.hash}` · embedder `{cfg.embedding.provider}`")
@@ -153,7 +155,7 @@ def metric_cards(means: Mapping[str, float], ks: Sequence[int] = (5, 10, 20)) ->
             strict=True,
         ):
             if f"{name}@{k}" not in means:  # a run recorded before this measure existed
-                col.metric(f"{label}@{k}", "—", help="not in this run; run the evaluation again")
+                col.metric(f"{label}@{k}", "—", help=t("not in this run; run the evaluation again"))
                 continue
             value = float(means[f"{name}@{k}"])
             if name == "recall":
@@ -209,7 +211,9 @@ def trajectory_chart(points: Sequence[Mapping[str, Any]]) -> None:
     import plotly.graph_objects as go
 
     if not points:
-        st.caption("No experiments yet: run one on the Experiments page to start the trajectory.")
+        st.caption(
+            t("No experiments yet: run one on the Experiments page to start the trajectory.")
+        )
         return
     df = pd.DataFrame(points)
     fig = go.Figure()
@@ -540,5 +544,5 @@ def chat_turn(i: int, turn: Mapping[str, Any], kb: Any) -> bool:
             "Bad answer → golden-set entry",
             icon=":material/thumb_down:",
             key=f"chat_bad_{i}",
-            help="drafts an entry with the cited chapters pre-filled; review and save it",
+            help=t("drafts an entry with the cited chapters pre-filled; review and save it"),
         )

@@ -15,6 +15,7 @@ from workbench.conversations import (
     replay,
 )
 from workbench.ui import resources, state
+from workbench.ui.i18n import t
 
 
 def keep_turn(ws: Any, question: str, answer: Any, label: str, config_hash: str) -> None:
@@ -30,9 +31,13 @@ def keep_turn(ws: Any, question: str, answer: Any, label: str, config_hash: str)
 def open_conversation(conv: Conversation) -> None:
     state.clear_chat()
     state.set_chat_conversation(conv.id)
-    for t in conv.turns:
+    for turn in conv.turns:
         state.add_chat_turn(
-            {"question": t.question, "answer": answer_from_dict(t.answer), "config": t.config_label}
+            {
+                "question": turn.question,
+                "answer": answer_from_dict(turn.answer),
+                "config": turn.config_label,
+            }
         )
 
 
@@ -42,7 +47,7 @@ def history_panel(ws: Any, llm: Any, mode: str, top_k: int) -> None:
     counts = store.turn_counts()
     with st.expander(f"Conversations ({len(convs)})", expanded=False):
         if not convs:
-            st.caption("Nothing kept yet: every answered question is kept here, per KB.")
+            st.caption(t("Nothing kept yet: every answered question is kept here, per KB."))
             return
         ids = [c.id for c in convs]
         by_id = {c.id: c for c in convs}
@@ -56,7 +61,7 @@ def history_panel(ws: Any, llm: Any, mode: str, top_k: int) -> None:
         )
         conv = store.load(pick)
         b = st.columns(4)
-        if b[0].button("Reopen", key="chat_history_open"):
+        if b[0].button(t("Reopen"), key="chat_history_open"):
             open_conversation(conv)
             st.rerun()
         b[1].download_button(
@@ -73,7 +78,7 @@ def history_panel(ws: Any, llm: Any, mode: str, top_k: int) -> None:
             file_name=f"chat-{conv.id}.json",
             key="chat_history_json",
         )
-        if b[3].button("Delete", key="chat_history_delete"):
+        if b[3].button(t("Delete"), key="chat_history_delete"):
             store.delete(conv.id)
             if state.chat_conversation() == conv.id:
                 state.set_chat_conversation(None)

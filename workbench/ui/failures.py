@@ -13,6 +13,7 @@ from workbench import analysis as A
 from workbench.evaluate import CAUSES
 from workbench.ui import components as ui
 from workbench.ui import state
+from workbench.ui.i18n import t
 
 ALL = "(all)"
 STAGE_COLUMN = {"vector": "vector", "bm25": "bm25", "fusion": "fusion", "rerank": "rerank"}
@@ -21,11 +22,11 @@ GOLD = "background-color: rgba(46,160,67,0.25)"
 
 
 def failure_analysis(record: Mapping[str, Any], mode: str, kb: Any) -> None:
-    st.subheader("Failures")
+    st.subheader(t("Failures"))
     summary = record["summary"][mode]
     counts = {c: len(ids) for c, ids in summary.get("failures", {}).items()}
     if not counts and not record.get("errors"):
-        st.success("No misses at K=5: every relevant chapter is in the top 5.")
+        st.success(t("No misses at K=5: every relevant chapter is in the top 5."))
     f = st.columns([2, 1, 1])
     cause = f[0].selectbox(
         "Cause",
@@ -37,7 +38,7 @@ def failure_analysis(record: Mapping[str, Any], mode: str, kb: Any) -> None:
             else f"{CAUSES.get(c, c)} ({counts.get(c, 0)})"
         ),
     )
-    slice_by = f[1].selectbox("Slice", [ALL, *A.SLICES], key=state.EVAL_FAIL_SLICE)
+    slice_by = f[1].selectbox(t("Slice"), [ALL, *A.SLICES], key=state.EVAL_FAIL_SLICE)
     values = (
         sorted({str(q.get(slice_by, "")) for q in record["queries"]}) if slice_by != ALL else []
     )
@@ -195,11 +196,11 @@ def query_story(s: A.QueryStory, kb: Any) -> None:
                     st.caption(f"BM25 rank {g.bm25_any} is past the candidate pool")
                 node = kb.nodes.get(g.node_id) if kb is not None else None
                 if node is not None:
-                    with st.expander("Chapter text"):
+                    with st.expander(t("Chapter text")):
                         st.text(node.content[:1500])
                     st.page_link(
                         "views/knowledge_base.py",
-                        label="Open in Knowledge base",
+                        label=t("Open in Knowledge base"),
                         icon=":material/account_tree:",
                         query_params={"node": g.node_id},
                     )

@@ -29,6 +29,7 @@ ENV = {
     "dataset": "WIKIRAG_DATASET",
     "experiments": "WIKIRAG_EXPERIMENTS",
     "config": "WIKIRAG_CONFIG",
+    "lang": "WIKIRAG_LANG",
 }
 DEFAULTS = {"kb": "wiki", "index": None, "dataset": None, "experiments": "experiments"}
 

@@ -11,6 +11,7 @@ import streamlit as st
 from workbench import analysis as A
 from workbench.ui import components as ui
 from workbench.ui import resources, state
+from workbench.ui.i18n import t
 
 MEASURES = ("mrr", "recall@5", "hit@5", "ndcg@10", "recall@10")
 OUTCOME_COLOUR = {"won": "#1a7f37", "lost": "#cf222e", "changed": "#9a6700", "tied": ""}
@@ -34,16 +35,16 @@ def runs_diff(ws: Any) -> None:
         key=state.RUNS_DIFF_PICK,
     )
     if len(picked) < 2:
-        st.info("Pick at least two runs.")
+        st.info(t("Pick at least two runs."))
         return
     records = [resources.run_record(paths[names.index(n)]) for n in picked]
     modes = [m for m in records[0]["modes"] if all(m in r["modes"] for r in records[1:])]
     if not modes:
-        st.warning("These runs share no search mode; pick runs evaluated in the same mode.")
+        st.warning(t("These runs share no search mode; pick runs evaluated in the same mode."))
         return
     c = st.columns(3)
-    mode = c[0].selectbox("Mode", modes, key="runs_diff_mode")
-    measure = c[1].selectbox("Measure", MEASURES, key=state.RUNS_DIFF_MEASURE)
+    mode = c[0].selectbox(t("Mode"), modes, key="runs_diff_mode")
+    measure = c[1].selectbox(t("Measure"), MEASURES, key=state.RUNS_DIFF_MEASURE)
     everything = A.run_matrix(records, mode, measure)
     counts = A.outcome_counts(everything)
     outcome = c[2].selectbox(
@@ -56,7 +57,7 @@ def runs_diff(ws: Any) -> None:
         r.get("dataset", {}).get("hash") != records[0].get("dataset", {}).get("hash")
         for r in records
     ):
-        st.warning("These runs used different versions of the golden set: compare with care.")
+        st.warning(t("These runs used different versions of the golden set: compare with care."))
     rows = everything if outcome == "all" else [r for r in everything if r.outcome == outcome]
     labels = [f"{i + 1}" for i in range(len(records))]
     st.caption(
@@ -65,7 +66,7 @@ def runs_diff(ws: Any) -> None:
         + ", ".join(f"{n} {k}" for k, n in counts.items())
     )
     if not rows:
-        st.info("No query with that outcome.")
+        st.info(t("No query with that outcome."))
         return
     table = pd.DataFrame([r.to_dict(labels, measure) for r in rows])
     deltas = [col for col in table.columns if col.startswith("Δ")]

@@ -9,8 +9,9 @@ from workbench.chat import answer, draft_golden_item
 from workbench.ui import components as ui
 from workbench.ui import resources, state
 from workbench.ui.conversations import history_panel, keep_turn
+from workbench.ui.i18n import t
 
-st.title("Chat")
+st.title(t("Chat"))
 if msg := state.flash():
     st.success(msg)
 

@@ -8,9 +8,10 @@ import streamlit as st
 from engine.config import all_keys
 from workbench.ui import components as ui
 from workbench.ui import resources, state
+from workbench.ui.i18n import t
 from workbench.ui.runs_diff import runs_diff
 
-st.title("Compare & sweep")
+st.title(t("Compare & sweep"))
 
 with ui.guarded("Compare & sweep"):
     ws = resources.workspace()
@@ -36,7 +37,7 @@ with ui.guarded("Compare & sweep"):
             "p-values and per-query wins/losses are “other − first”. Edit a config on the fly "
             "with overrides such as `fusion.k=30, fusion.bm25_weight=2`."
         )
-        n = st.radio("Configs", [2, 3, 4], horizontal=True, key="cmp_n")
+        n = st.radio(t("Configs"), [2, 3, 4], horizontal=True, key="cmp_n")
         specs = []
         for i in range(int(n)):
             a, b = st.columns([1, 3])
@@ -44,13 +45,13 @@ with ui.guarded("Compare & sweep"):
             edits = b.text_input(
                 f"Overrides {i + 1}",
                 key=f"cmp_edit_{i}",
-                placeholder="key=value, key=value (optional)",
-                help="Known keys: " + ", ".join(all_keys()),
+                placeholder=t("key=value, key=value (optional)"),
+                help=t("Known keys: ") + ", ".join(all_keys()),
             )
             specs.append(base + ("+" + edits.strip() if edits.strip() else ""))
         c = st.columns(2)
-        split = c[0].selectbox("Split", ["all", "tune", "holdout"], key="cmp_split")
-        if c[1].button("Compare", key="cmp_run", type="primary", disabled=compare is None):
+        split = c[0].selectbox(t("Split"), ["all", "tune", "holdout"], key="cmp_split")
+        if c[1].button(t("Compare"), key="cmp_run", type="primary", disabled=compare is None):
             configs = [compare.parse_config_spec(s, ws) for s in specs]
             progress, bar = ui.progress_callback("Evaluating")
             result = compare.compare_configs(
@@ -74,14 +75,14 @@ with ui.guarded("Compare & sweep"):
         )
         numeric = [k for k in all_keys() if not k.startswith(("llm.", "embedding."))]
         a, b = st.columns(2)
-        k1 = a.selectbox("Parameter 1", numeric, index=numeric.index("fusion.k"), key="sw_k1")
-        v1 = a.text_input("Values 1", "10, 30, 60", key="sw_v1")
-        k2 = b.selectbox("Parameter 2 (optional)", ["(none)", *numeric], key="sw_k2")
-        v2 = b.text_input("Values 2", "", key="sw_v2", placeholder="e.g. 0.5, 1, 2")
+        k1 = a.selectbox(t("Parameter 1"), numeric, index=numeric.index("fusion.k"), key="sw_k1")
+        v1 = a.text_input(t("Values 1"), "10, 30, 60", key="sw_v1")
+        k2 = b.selectbox(t("Parameter 2 (optional)"), ["(none)", *numeric], key="sw_k2")
+        v2 = b.text_input(t("Values 2"), "", key="sw_v2", placeholder=t("e.g. 0.5, 1, 2"))
         c = st.columns(3)
-        split = c[0].selectbox("Decide on", ["tune", "all"], key="sw_split")
-        measure = c[1].selectbox("Measure", ["recall@5", "mrr", "hit@5", "ndcg@10"], key="sw_m")
-        if c[2].button("Run sweep", key="sw_run", type="primary", disabled=sweep_mod is None):
+        split = c[0].selectbox(t("Decide on"), ["tune", "all"], key="sw_split")
+        measure = c[1].selectbox(t("Measure"), ["recall@5", "mrr", "hit@5", "ndcg@10"], key="sw_m")
+        if c[2].button(t("Run sweep"), key="sw_run", type="primary", disabled=sweep_mod is None):
             grid = dict([sweep_mod.parse_grid_arg(f"{k1}={v1}")])
             if k2 != "(none)" and v2.strip():
                 grid.update([sweep_mod.parse_grid_arg(f"{k2}={v2}")])
@@ -143,7 +144,7 @@ with ui.guarded("Compare & sweep"):
                 format_func=lambda i: labels[i],
                 key=state.SWEEP_EXPERIMENT_POINT,
             )
-            if b.button("Run as experiment", key="sw_experiment"):
+            if b.button(t("Run as experiment"), key="sw_experiment"):
                 from workbench.experiments import run_experiment
 
                 with st.status("Evaluating baseline and candidate on tune and holdout…") as status:
@@ -154,7 +155,7 @@ with ui.guarded("Compare & sweep"):
                         title=f"sweep point {labels[point]}",
                         tier="sweep",
                     )
-                    status.update(label="Experiment done", state="complete")
+                    status.update(label=t("Experiment done"), state="complete")
                 resources.clear_data()
                 state.set_experiment_result(result)
                 ui.decision(result)

@@ -8,8 +8,9 @@ from workbench.evaluate import save_run
 from workbench.ui import components as ui
 from workbench.ui import resources, state
 from workbench.ui.failures import failure_analysis
+from workbench.ui.i18n import t
 
-st.title("Evaluate")
+st.title(t("Evaluate"))
 
 with ui.guarded("Evaluate"):
     ws = resources.workspace()
@@ -28,13 +29,13 @@ with ui.guarded("Evaluate"):
         modes = c[0].multiselect(
             "Modes", ["hybrid", "keyword", "vector"], default=[cfg.search.mode], key="eval_modes"
         )
-        split = c[1].selectbox("Split", ["all", "tune", "holdout"], key="eval_split")
-        rerank = c[2].checkbox("Rerank", value=cfg.rerank.provider != "none", key="eval_rerank")
+        split = c[1].selectbox(t("Split"), ["all", "tune", "holdout"], key="eval_split")
+        rerank = c[2].checkbox(t("Rerank"), value=cfg.rerank.provider != "none", key="eval_rerank")
         c[3].caption(f"config **{label}** `{cfg.hash}` · {len(gs.answerable())} answerable queries")
-        go = st.form_submit_button("Run evaluation", type="primary")
+        go = st.form_submit_button(t("Run evaluation"), type="primary")
     if go:
         if not modes:
-            st.warning("Pick at least one mode.")
+            st.warning(t("Pick at least one mode."))
         else:
             ev = resources.evaluator(ws, cfg)
             progress, bar = ui.progress_callback("Evaluating")
@@ -52,15 +53,15 @@ with ui.guarded("Evaluate"):
 
     runs = resources.run_paths(ws)
     if not runs:
-        st.info("No run yet: press **Run evaluation** above.")
+        st.info(t("No run yet: press **Run evaluation** above."))
         st.stop()
     names = [p.stem for p in runs]
-    pick = st.selectbox("Run shown", names, key=state.EVAL_RUN)
+    pick = st.selectbox(t("Run shown"), names, key=state.EVAL_RUN)
     record = resources.run_record(runs[names.index(pick)])
 
     mode = record["modes"][0]
     if len(record["modes"]) > 1:
-        mode = st.radio("Mode shown", record["modes"], horizontal=True, key="eval_mode_shown")
+        mode = st.radio(t("Mode shown"), record["modes"], horizontal=True, key="eval_mode_shown")
     summary = record["summary"][mode]
     means = summary["means"]
     st.caption(
@@ -70,15 +71,15 @@ with ui.guarded("Evaluate"):
         + (f" · :red[{record['errors']} queries failed]" if record.get("errors") else "")
     )
     m = st.columns(3)
-    m[0].metric("MRR", f"{means.get('mrr', 0):.3f}")
-    m[1].metric("MAP", f"{means.get('map', 0):.3f}")
-    m[2].metric("Latency p95", f"{summary['latency']['p95']:.1f} ms")
+    m[0].metric(t("MRR"), f"{means.get('mrr', 0):.3f}")
+    m[1].metric(t("MAP"), f"{means.get('map', 0):.3f}")
+    m[2].metric(t("Latency p95"), f"{summary['latency']['p95']:.1f} ms")
     ui.metric_cards(means)
-    st.caption("Recall bands: poor < 0.5 ≤ acceptable < 0.7 ≤ good < 0.85 ≤ excellent")
+    st.caption(t("Recall bands: poor < 0.5 ≤ acceptable < 0.7 ≤ good < 0.85 ≤ excellent"))
 
     failure_analysis(record, mode, resources.kb(ws))
 
-    st.subheader("Slices")
+    st.subheader(t("Slices"))
     charts = st.columns(3)
     for col, (key, title) in zip(
         charts,

@@ -10,8 +10,9 @@ from workbench.catalog import CATALOG, TIER_NAMES
 from workbench.experiments import ExperimentStore, optimize, run_experiment, trajectory
 from workbench.ui import components as ui
 from workbench.ui import resources, state
+from workbench.ui.i18n import t
 
-st.title("Experiments")
+st.title(t("Experiments"))
 if msg := state.flash():
     st.success(msg)
 

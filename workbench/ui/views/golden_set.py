@@ -13,8 +13,9 @@ from workbench.pooling import pool_candidates
 from workbench.snippets import escape_markdown, plain_text
 from workbench.ui import components as ui
 from workbench.ui import resources, state
+from workbench.ui.i18n import t
 
-st.title("Golden set")
+st.title(t("Golden set"))
 if msg := state.flash():
     st.success(msg)
 
@@ -71,12 +72,12 @@ with ui.guarded("Golden set"):
             for issue in warnings:
                 st.warning(str(issue))
     if not errors:
-        st.caption(":green-badge[valid] no errors")
+        st.caption(t(":green-badge[valid] no errors"))
 
     save_col, new_col = st.columns([1, 2])
     with save_col:
         st.markdown(":orange-badge[unsaved changes]" if dirty else ":green-badge[saved]")
-        if st.button("Save golden set", key="golden_save", type="primary", disabled=not dirty):
+        if st.button(t("Save golden set"), key="golden_save", type="primary", disabled=not dirty):
             try:
                 new = golden.save(working)
             except golden.ConflictError as exc:
@@ -91,14 +92,14 @@ with ui.guarded("Golden set"):
     conflict = state.golden_conflict()
     if conflict:
         st.error(conflict)
-        st.caption("Your edits are kept on this page until you choose.")
+        st.caption(t("Your edits are kept on this page until you choose."))
         a, b = st.columns(2)
-        if a.button("Reload from disk (discard my edits)", key="golden_reload"):
+        if a.button(t("Reload from disk (discard my edits)"), key="golden_reload"):
             resources.clear_data()
             state.set_golden_conflict(None)
             state.set_golden_draft(golden.load(ws.dataset), dirty=False)
             st.rerun()
-        if b.button("Overwrite the file with my edits", key="golden_overwrite"):
+        if b.button(t("Overwrite the file with my edits"), key="golden_overwrite"):
             new = golden.save(working, force=True)
             state.set_golden_conflict(None)
             state.set_golden_draft(new, dirty=False)
@@ -106,18 +107,20 @@ with ui.guarded("Golden set"):
             state.flash(f"Overwrote {new.path} with {len(new.items)} queries")
             st.rerun()
     with new_col, st.form("golden_new", clear_on_submit=True, border=False):
-        q = st.text_input("New query", key="golden_new_query", placeholder="例如：MCP 网关做什么？")
-        if st.form_submit_button("Add query") and q.strip():
+        q = st.text_input(
+            t("New query"), key="golden_new_query", placeholder=t("例如：MCP 网关做什么？")
+        )
+        if st.form_submit_button(t("Add query")) and q.strip():
             item = golden.GoldenItem(id=golden.next_id(working), query=q.strip())
             item = replace(item, split=golden.default_split(item.id))
             state.set_golden_draft(golden.with_item(working, item), dirty=True)
             st.session_state[state.GOLDEN_TARGET] = item.id  # label the query just added
             st.rerun()
 
-    st.subheader("Label relevant chapters")
+    st.subheader(t("Label relevant chapters"))
     ids = [it.id for it in working.items]
     if not ids:
-        st.caption("Add a query first.")
+        st.caption(t("Add a query first."))
     else:
         if st.session_state.get(state.GOLDEN_TARGET) not in ids:
             st.session_state.pop(state.GOLDEN_TARGET, None)
@@ -137,7 +140,7 @@ with ui.guarded("Golden set"):
                     (f"{ui.breadcrumb(node.breadcrumb)}  \n" if node else ":red[not in the KB] ")
                     + f"`{rid}`"
                 )
-                if c2.button("Remove", key=f"golden_remove_{j}"):
+                if c2.button(t("Remove"), key=f"golden_remove_{j}"):
                     rel = tuple(r for r in target.relevant if r != rid)
                     state.set_golden_draft(
                         golden.with_item(working, replace(target, relevant=rel)), dirty=True
@@ -145,7 +148,7 @@ with ui.guarded("Golden set"):
                     state.flash(f"{rid} removed from {target.id}")
                     st.rerun()
         else:
-            st.caption("Relevant now: none")
+            st.caption(t("Relevant now: none"))
 
         def add_relevant(node_id: str) -> None:
             rel = tuple(dict.fromkeys([*target.relevant, node_id]))
@@ -159,7 +162,7 @@ with ui.guarded("Golden set"):
 
         tree_tab, search_tab = st.tabs(["From the tree", "From search results"])
         with tree_tab:
-            needle = st.text_input("Filter chapters", key="golden_tree_filter").strip().lower()
+            needle = st.text_input(t("Filter chapters"), key="golden_tree_filter").strip().lower()
             options = [
                 n.node_id
                 for n in kb.nodes.values()
@@ -178,15 +181,17 @@ with ui.guarded("Golden set"):
                     + escape_markdown(preview[:300] + ("…" if len(preview) > 300 else ""))
                 )
             add_col, draft_col = st.columns(2)
-            if add_col.button("Add to relevant", key="golden_add_tree", disabled=pick is None):
+            if add_col.button(t("Add to relevant"), key="golden_add_tree", disabled=pick is None):
                 add_relevant(pick)
                 st.rerun()
             if draft_col.button(
                 "Draft a new query for this chapter",
                 key="golden_draft_tree",
                 disabled=pick is None,
-                help="An LLM paraphrase when one is configured, else a question built from "
-                "the heading. Review the wording before saving.",
+                help=t(
+                    "An LLM paraphrase when one is configured, else a question built from "
+                    "the heading. Review the wording before saving."
+                ),
             ):
                 [draft] = draft_queries(
                     [kb.nodes[pick]], existing_ids=ids, llm=resources.llm_client(cfg)
@@ -197,21 +202,21 @@ with ui.guarded("Golden set"):
                 st.rerun()
         with search_tab, ui.guarded("Search"):
             if not target.query:
-                st.caption("The query is empty.")
+                st.caption(t("The query is empty."))
             else:
                 resp = resources.engine(ws, cfg).search(target.query, top_k=10)
                 for i, r in enumerate(resp.results, 1):
                     c1, c2 = st.columns([5, 1])
                     mark = " ✅" if r.node_id in target.relevant else ""
                     c1.markdown(f"{i}. **{ui.breadcrumb(r.breadcrumb)}** ({r.score:.3f}){mark}")
-                    if c2.button("Add", key=f"golden_add_hit_{i}", disabled=bool(mark)):
+                    if c2.button(t("Add"), key=f"golden_add_hit_{i}", disabled=bool(mark)):
                         add_relevant(r.node_id)
                         st.rerun()
 
-    st.subheader("Drift: labels that no longer exist")
+    st.subheader(t("Drift: labels that no longer exist"))
     drift = golden.drift_report(working, kb)
     if not drift:
-        st.caption("Every relevant id exists in the KB.")
+        st.caption(t("Every relevant id exists in the KB."))
     else:
         mapping = {}
         for d in drift:
@@ -227,12 +232,12 @@ with ui.guarded("Golden set"):
             state.flash(f"Remapped {len(mapping)} stale ids; review and save")
             st.rerun()
 
-    st.subheader("Candidate pooling")
+    st.subheader(t("Candidate pooling"))
     st.caption(
         "Chapters that at least two of hybrid / keyword / vector rank in their top 5 for a "
         "query, but that nobody labelled: review, tick and add."
     )
-    if st.button("Pool candidates", key="golden_pool_run"):
+    if st.button(t("Pool candidates"), key="golden_pool_run"):
         ev = resources.evaluator(ws, cfg)
         progress, bar = ui.progress_callback("Ranking")
         run = ev.run(
@@ -243,7 +248,7 @@ with ui.guarded("Golden set"):
     pool = state.golden_pool()
     if pool is not None:
         if not pool:
-            st.success("No unlabelled chapter is ranked high by two systems.")
+            st.success(t("No unlabelled chapter is ranked high by two systems."))
         else:
             df = pd.DataFrame(pool)
             df.insert(0, "add", False)

@@ -9,8 +9,9 @@ from engine.config import field_spec
 from workbench.snippets import escape_markdown, plain_text, snippet
 from workbench.ui import components as ui
 from workbench.ui import resources, state
+from workbench.ui.i18n import t
 
-st.title("Knowledge base")
+st.title(t("Knowledge base"))
 
 with ui.guarded("Knowledge base"):
     ws = resources.workspace()
@@ -22,9 +23,9 @@ with ui.guarded("Knowledge base"):
 
     tree_col, view_col = st.columns([2, 3])
     with tree_col:
-        st.subheader("Chapter tree")
+        st.subheader(t("Chapter tree"))
         needle = st.text_input(
-            "Filter chapters", key="kb_filter", placeholder="title, path or id (中文 OK)"
+            "Filter chapters", key="kb_filter", placeholder=t("title, path or id (中文 OK)")
         ).strip()
         docs = {d.nodes[0].node_id: d for d in kb.documents if d.nodes}
         if needle:
@@ -112,9 +113,9 @@ with ui.guarded("Knowledge base"):
             )
             if v
         ]
-        st.caption(" · ".join(meta))
+        st.caption(t(" · ").join(meta))
         if node.keywords:
-            st.caption("keywords: " + ", ".join(node.keywords))
+            st.caption(t("keywords: ") + ", ".join(node.keywords))
         body = node.content.strip()
         if body.startswith("#"):  # the heading line repeats the breadcrumb's last title
             body = body.partition("\n")[2].strip()
@@ -134,13 +135,15 @@ with ui.guarded("Knowledge base"):
                 st.rerun()
 
     st.divider()
-    st.subheader("Search")
+    st.subheader(t("Search"))
     with st.form("kb_search_form"):
-        query = st.text_input("Query", key="kb_query", placeholder="例如：父子块检索怎么展开？")
+        query = st.text_input(
+            t("Query"), key="kb_query", placeholder=t("例如：父子块检索怎么展开？")
+        )
         c = st.columns(4)
         modes = field_spec("search.mode")["choices"]
-        mode = c[0].selectbox("Mode", modes, index=modes.index(cfg.search.mode), key="kb_mode")
-        top_k = c[1].number_input("Top K", 1, 100, cfg.search.top_k, key="kb_top_k")
+        mode = c[0].selectbox(t("Mode"), modes, index=modes.index(cfg.search.mode), key="kb_mode")
+        top_k = c[1].number_input(t("Top K"), 1, 100, cfg.search.top_k, key="kb_top_k")
         expands = field_spec("search.expand")["choices"]
         expand = c[2].selectbox(
             "Expand", expands, index=expands.index(cfg.search.expand), key="kb_expand"
@@ -167,7 +170,7 @@ with ui.guarded("Knowledge base"):
                 "Keywords", sorted({k for n in nodes for k in n.keywords}), key="kb_f_kw"
             ),
         }
-        submitted = st.form_submit_button("Search", type="primary")
+        submitted = st.form_submit_button(t("Search"), type="primary")
     if submitted and query.strip():
         eng = resources.engine(ws, cfg)
         resp = eng.search(
@@ -180,7 +183,7 @@ with ui.guarded("Knowledge base"):
         )
         state.set_search_response(resp)
     elif submitted:
-        st.warning("Type a query first.")
+        st.warning(t("Type a query first."))
     resp = state.search_response()
     if resp is not None:
         for w in resp.warnings:
@@ -194,7 +197,7 @@ with ui.guarded("Knowledge base"):
             + " · ".join(f"{stage} {ms:.1f} ms" for stage, ms in resp.timings.items())
         )
         if not resp.results:
-            st.info("Nothing matched: loosen the filters, or try keyword mode for exact terms.")
+            st.info(t("Nothing matched: loosen the filters, or try keyword mode for exact terms."))
         # Document-level entries with no text of their own say little: list them after the
         # chapters that do (their rank is kept in the label).
         ranked = list(enumerate(resp.results, 1))
@@ -227,7 +230,7 @@ with ui.guarded("Knowledge base"):
                             )
                         )
                     b = st.columns(4)
-                    if b[0].button("Show this chapter", key=f"kb_open_{i}"):
+                    if b[0].button(t("Show this chapter"), key=f"kb_open_{i}"):
                         state.set_selected_node(r.node_id)
                         st.rerun()
                     for j, child in enumerate(kb.children(r.node_id)[:3], 1):

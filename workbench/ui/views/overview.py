@@ -8,8 +8,9 @@ from workbench.evaluate import run_record_means
 from workbench.experiments import ExperimentStore, trajectory
 from workbench.ui import components as ui
 from workbench.ui import resources, state
+from workbench.ui.i18n import t
 
-st.title("Overview")
+st.title(t("Overview"))
 if msg := state.flash():
     st.success(msg)
 
@@ -24,11 +25,11 @@ with ui.guarded("Overview"):
     store = ExperimentStore(ws.experiments)
 
     c = st.columns(5)
-    c[0].metric("Documents", stats["totalDocuments"])
-    c[1].metric("Chapters", stats["totalChapters"])
-    c[2].metric("Max depth", stats["maxDepth"])
-    c[3].metric("Golden queries", len(gs.items) if gs else 0)
-    c[4].metric("Saved runs", len(runs))
+    c[0].metric(t("Documents"), stats["totalDocuments"])
+    c[1].metric(t("Chapters"), stats["totalChapters"])
+    c[2].metric(t("Max depth"), stats["maxDepth"])
+    c[3].metric(t("Golden queries"), len(gs.items) if gs else 0)
+    c[4].metric(t("Saved runs"), len(runs))
     st.markdown(
         f"{ui.freshness_badge(status)} · config **{label}** `{cfg.hash}` · "
         + (
@@ -42,7 +43,7 @@ with ui.guarded("Overview"):
         with st.expander(f"{len(kb.problems)} problems found while parsing the KB"):
             st.dataframe([p.to_dict() for p in kb.problems], hide_index=True)
 
-    st.subheader("What to do next")
+    st.subheader(t("What to do next"))
     todo = 0
     if not status.get("exists") or not status.get("fresh"):
         todo += 1
@@ -53,7 +54,7 @@ with ui.guarded("Overview"):
             f"{status['deleted']} deleted chapters."
         )
         st.warning(what + " Re-index so search and evaluation see the current wiki.")
-        if st.button("Re-index now", key="overview_reindex", type="primary"):
+        if st.button(t("Re-index now"), key="overview_reindex", type="primary"):
             from engine.indexer import build_index
 
             progress, bar = ui.progress_callback("Indexing")
@@ -76,7 +77,7 @@ with ui.guarded("Overview"):
             "No accepted baseline yet: experiments compare against it. Adopt the selected "
             f"config (**{label}**) as the first baseline."
         )
-        if st.button("Adopt as baseline", key="overview_baseline"):
+        if st.button(t("Adopt as baseline"), key="overview_baseline"):
             cfg.save(store.baseline)
             store.ensure_initial_version()
             resources.clear_data()
@@ -98,19 +99,19 @@ with ui.guarded("Overview"):
                 "each was lost."
             )
             st.page_link(
-                "views/evaluate.py", label="Open the failures", icon=":material/arrow_forward:"
+                "views/evaluate.py", label=t("Open the failures"), icon=":material/arrow_forward:"
             )
     if not todo:
-        st.success("Everything is in place: try a change on the Experiments page.")
+        st.success(t("Everything is in place: try a change on the Experiments page."))
     st.page_link(
         "views/experiments.py",
-        label="Try one change, or let the optimizer search",
+        label=t("Try one change, or let the optimizer search"),
         icon=":material/science:",
     )
 
     left, right = st.columns(2)
     with left:
-        st.subheader("Latest run")
+        st.subheader(t("Latest run"))
         if runs:
             rec = resources.run_record(runs[0])
             means = run_record_means(rec, (rec.get("modes") or ["hybrid"])[0])
@@ -123,17 +124,17 @@ with ui.guarded("Overview"):
                 col.metric(key, f"{means.get(key, 0.0):.3f}")
             st.markdown(f"Recall@5 band: {ui.band_badge(means.get('recall@5', 0.0))}")
         else:
-            st.caption("No runs yet.")
-        st.subheader("Scorecard")
+            st.caption(t("No runs yet."))
+        st.subheader(t("Scorecard"))
         card = state.scorecard()
         if card is not None:
             st.metric(
                 "Grade", f"{getattr(card, 'grade', '?')}", f"{getattr(card, 'score', 0):.0f}/100"
             )
         else:
-            st.caption("Not computed in this session yet.")
+            st.caption(t("Not computed in this session yet."))
             st.page_link(
-                "views/scorecard.py", label="Compute the scorecard", icon=":material/grade:"
+                "views/scorecard.py", label=t("Compute the scorecard"), icon=":material/grade:"
             )
     with right:
         ui.trajectory_chart(trajectory(store))

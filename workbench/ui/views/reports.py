@@ -8,8 +8,9 @@ import streamlit.components.v1 as components
 from workbench.evaluate import trec_qrels_lines, trec_run_lines
 from workbench.ui import components as ui
 from workbench.ui import resources, state
+from workbench.ui.i18n import t
 
-st.title("Reports")
+st.title(t("Reports"))
 
 with ui.guarded("Reports"):
     ws = resources.workspace()

@@ -8,8 +8,9 @@ import streamlit as st
 from workbench.experiments import run_experiment
 from workbench.ui import components as ui
 from workbench.ui import resources, state
+from workbench.ui.i18n import t
 
-st.title("Scorecard")
+st.title(t("Scorecard"))
 
 with ui.guarded("Scorecard"):
     ws = resources.workspace()
@@ -28,7 +29,7 @@ with ui.guarded("Scorecard"):
     def evaluator_for(c):
         return resources.evaluator(ws, c)
 
-    recompute = st.button("Recompute", key="sc_recompute", help="after a new run or KB edit")
+    recompute = st.button(t("Recompute"), key="sc_recompute", help=t("after a new run or KB edit"))
     card = state.scorecard()
     if recompute or card is None or card.config_hash != cfg.hash:
         progress, bar = ui.progress_callback("Scoring")
@@ -67,14 +68,14 @@ with ui.guarded("Scorecard"):
             "evidence": st.column_config.TextColumn(width="large"),
         },
     )
-    with st.expander("Formulas and raw evidence"):
+    with st.expander(t("Formulas and raw evidence")):
         for d in card.dimensions:
             st.markdown(f"**{d.name}** (weight {d.weight}) — {d.formula}")
             st.json(d.evidence, expanded=False)
 
-    st.subheader("Top 3 weaknesses")
+    st.subheader(t("Top 3 weaknesses"))
     if not card.weaknesses:
-        st.success("Every dimension scores 100.")
+        st.success(t("Every dimension scores 100."))
     for i, d in enumerate(card.weaknesses):
         with st.container(border=True):
             st.markdown(
@@ -87,7 +88,7 @@ with ui.guarded("Scorecard"):
             if exp:
                 change = ", ".join(f"`{k}={v}`" for k, v in exp["overrides"].items())
                 st.markdown(f"Next experiment: {change} — {exp['why']}")
-                if st.button("Run this experiment", key=f"sc_fix_{i}"):
+                if st.button(t("Run this experiment"), key=f"sc_fix_{i}"):
                     with st.status(f"Trying {change} against the baseline…") as status:
                         result = run_experiment(
                             ws,
@@ -96,7 +97,7 @@ with ui.guarded("Scorecard"):
                             tier="scorecard",
                             notes=f"suggested by the scorecard ({d.name})",
                         )
-                        status.update(label="Experiment done", state="complete")
+                        status.update(label=t("Experiment done"), state="complete")
                     resources.clear_data()
                     state.set_experiment_result(result)
                     ui.decision(result)
