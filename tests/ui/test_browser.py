@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -9,6 +10,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -66,10 +68,9 @@ def filled_workspace(ui_workspace: dict[str, Path], tmp_path_factory) -> dict[st
     return ws
 
 
-@pytest.fixture(scope="module")
-def server(filled_workspace: dict[str, Path]):
+@contextlib.contextmanager
+def _serve(ws: dict[str, Path], lang: str) -> Iterator[str]:
     port = _free_port()
-    ws = filled_workspace
     cmd = [
         sys.executable, "-m", "streamlit", "run", str(APP),
         "--server.address", "127.0.0.1", "--server.port", str(port),
@@ -77,6 +78,7 @@ def server(filled_workspace: dict[str, Path]):
         "--server.fileWatcherType", "none",
         "--", "--kb", str(ws["kb"]), "--index", str(ws["index"]),
         "--dataset", str(ws["dataset"]), "--experiments", str(ws["experiments"]),
+        "--lang", lang,
     ]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_BASE_URL", "WIKIRAG_LLM_MODEL")}
     proc = subprocess.Popen(
@@ -106,6 +108,18 @@ def server(filled_workspace: dict[str, Path]):
 
 
 @pytest.fixture(scope="module")
+def server(filled_workspace: dict[str, Path]) -> Iterator[str]:
+    with _serve(filled_workspace, "en") as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def server_zh(filled_workspace: dict[str, Path]) -> Iterator[str]:
+    with _serve(filled_workspace, "zh") as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
 def browser():
     from playwright.sync_api import sync_playwright
 
@@ -124,6 +138,17 @@ def browser():
         )
         yield b
         b.close()
+
+
+def _open(browser, url: str, h1: str):  # type: ignore[no-untyped-def]
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page = browser.new_page(viewport={"width": 1400, "height": 1500})
+    page.goto(url, wait_until="domcontentloaded", timeout=60_000)
+    page.locator("h1", has_text=h1).first.wait_for(timeout=60_000)
+    page.wait_for_timeout(300)
+    page.locator('[data-testid="stStatusWidget"]').wait_for(state="detached", timeout=90_000)
+    page.wait_for_timeout(500)
+    return page
 
 
 @pytest.mark.parametrize("path", list(PAGES))
@@ -169,5 +194,31 @@ def test_chat_answers_in_chromium(server: str, browser) -> None:
         assert page.locator('[data-testid="stException"]').count() == 0
         body = page.inner_text("body")
         assert "extractive" in body and "[1]" in body
+    finally:
+        page.close()
+
+
+# url path -> the Chinese h1
+PAGES_ZH = {"": "概览", "evaluate": "评测", "experiments": "实验", "chat": "对话"}
+
+
+@pytest.mark.parametrize("path", list(PAGES_ZH))
+def test_chinese_ui_in_chromium(server_zh: str, browser, path: str) -> None:
+    page = _open(browser, f"{server_zh}/{path}", PAGES_ZH[path])
+    try:
+        page.screenshot(path=str(SHOTS / f"zh-{path or 'overview'}.png"), full_page=True)
+        assert page.locator('[data-testid="stException"]').count() == 0
+        nav = page.inner_text('[data-testid="stSidebarNav"]')
+        assert "知识库" in nav and "黄金集" in nav  # navigation in Chinese
+    finally:
+        page.close()
+
+
+def test_evaluate_failure_drilldown_in_chromium(server: str, browser) -> None:
+    page = _open(browser, f"{server}/evaluate", "Evaluate")
+    try:
+        body = page.inner_text("body")
+        assert "Failures" in body and "Gold chapters" in body
+        page.screenshot(path=str(SHOTS / "evaluate-failures.png"), full_page=True)
     finally:
         page.close()

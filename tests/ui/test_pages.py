@@ -292,6 +292,11 @@ def test_every_page_renders_without_exception(ui_env):
         at.switch_page(f"views/{page}.py").run()
         assert not at.exception, page
         assert at.title, page
+        # ui.guarded turns a crash into an error box; a page must not show one either
+        assert not any("Technical details" in e.label for e in at.expander), (
+            page,
+            [e.value for e in at.error],
+        )
 
 
 def test_golden_set_draft_query_from_chapter(ui_copy, monkeypatch):

@@ -37,9 +37,9 @@ with ui.guarded("Scorecard"):
         bar.empty()
         state.set_scorecard(card)
 
-    g, t, info = st.columns([1, 1, 3])
-    g.metric("Grade", card.grade)
-    t.metric("Score", f"{card.total:.1f} / 100")
+    grade_col, score_col, info = st.columns([1, 1, 3])
+    grade_col.metric(t("Grade"), card.grade)
+    score_col.metric(t("Score"), f"{card.total:.1f} / 100")
     info.caption(
         f"config **{label}** `{card.config_hash}` · mode {card.mode} · "
         f"{card.meta.get('queries', '?')} queries ({card.meta.get('split', 'all')}) · "
@@ -63,14 +63,17 @@ with ui.guarded("Scorecard"):
         hide_index=True,
         width="stretch",
         column_config={
-            "score": st.column_config.ProgressColumn(min_value=0, max_value=100, format="%.0f"),
+            # one decimal everywhere: "%.0f" rounds half up in the browser and half to even
+            # in Python, so the table once said 59 where the card said 58
+            "score": st.column_config.ProgressColumn(min_value=0, max_value=100, format="%.1f"),
             "points": st.column_config.NumberColumn(format="%.1f"),
             "evidence": st.column_config.TextColumn(width="large"),
         },
     )
     with st.expander(t("Formulas and raw evidence")):
         for d in card.dimensions:
-            st.markdown(f"**{d.name}** (weight {d.weight}) — {d.formula}")
+            st.markdown(f"**{d.name}** (weight {d.weight})")
+            st.code(d.formula, language=None, wrap_lines=True)  # keeps its * signs
             st.json(d.evidence, expanded=False)
 
     st.subheader(t("Top 3 weaknesses"))
@@ -79,7 +82,7 @@ with ui.guarded("Scorecard"):
     for i, d in enumerate(card.weaknesses):
         with st.container(border=True):
             st.markdown(
-                f"**{i + 1}. {d.name}** — {d.score:.0f}/100, costs {d.loss / 100:.1f} points"
+                f"**{i + 1}. {d.name}** — {d.score:.1f}/100, costs {d.loss / 100:.1f} points"
             )
             st.caption(d.rule)
             if d.action:
@@ -101,3 +104,21 @@ with ui.guarded("Scorecard"):
                     resources.clear_data()
                     state.set_experiment_result(result)
                     ui.decision(result)
+            for alt in d.alternatives:
+                change = ", ".join(f"`{k}={v}`" for k, v in alt["overrides"].items())
+                if alt.get("tried"):
+                    tr = alt["tried"]
+                    st.caption(
+                        t(
+                            "Already tried: {change} in experiment #{number} ({decision}, "
+                            "MRR {delta:+.3f})",
+                            change=change,
+                            number=tr["number"],
+                            decision=tr["decision"],
+                            delta=tr["delta_mrr"],
+                        )
+                    )
+                elif alt.get("disabled"):
+                    st.caption(
+                        t("Not available: {change} — {why}", change=change, why=alt["disabled"])
+                    )
