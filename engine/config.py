@@ -69,7 +69,13 @@ class ExpansionConfig:
 
 @dataclass(frozen=True)
 class FusionConfig:
-    k: float = _num(60.0, 0.0, 10000.0)
+    # "rrf": weighted reciprocal rank fusion (k, raw weights). "convex": weighted sum of
+    # per-channel normalised scores (``normalization``), weights scaled to sum 1.
+    # "dbsf": distribution-based score fusion as Qdrant ships it (mean +- 3 std, clipped),
+    # weights scaled to sum 1. Definitions in engine/pipeline.py.
+    method: str = _choice("rrf", "convex", "dbsf", default="rrf")
+    normalization: str = _choice("minmax", "zscore", "tmm", default="minmax")  # convex only
+    k: float = _num(60.0, 0.0, 10000.0)  # rrf only
     vector_weight: float = _num(1.0, 0.0, 100.0)
     bm25_weight: float = _num(1.0, 0.0, 100.0)
     multiplier: int = _num(3, 1, 100)  # candidate pool = top_k * multiplier without rerank

@@ -1,9 +1,10 @@
 """The search engine: ``Engine.open(kb_dir, index_uri, config).search(query)``.
 
 Per query: expansion (BM25 side only) -> vector channel (exact cosine over an in-memory
-matrix) and BM25 channel (sparse) -> ``engine.pipeline.rank`` (weighted RRF, rerank merge,
-parent-child injection) -> result expansion. ``candidates`` and ``rerank_scores`` expose
-the model-dependent stages so the evaluator can cache them and call the same ``rank``.
+matrix) and BM25 channel (sparse) -> ``engine.pipeline.compose`` (fusion, rerank merge,
+parent-child injection, cut) -> result expansion. ``candidates`` and ``rerank_scores``
+expose the model-dependent stages so the evaluator can cache them and call the same
+``compose``.
 The two channels run one after the other with a local embedder (CPU-bound; measured
 faster) and side by side with a remote one (network-bound).
 
@@ -63,7 +64,7 @@ from engine.indexer import (
     split_lexical_payload,
 )
 from engine.lexical import BM25Index, RankBM25Reference, SparseBM25, tokenize, warm_up
-from engine.pipeline import Candidates, Ranked, fuse, pool_size, rank
+from engine.pipeline import Candidates, Ranked, compose, pool_size
 from engine.store import FILTER_KEYS, META_COLUMNS, Location, Store, filter_sql, vectors_of
 from engine.topn import top_n
 from engine.tree import KnowledgeBase, Node
@@ -611,18 +612,19 @@ class Engine:
             use_rerank = False
 
         state = self._shared.current()
-        pool = pool_size(cfg, top_k, use_rerank)
-        cands = self._candidates(state, query, pool, filters, mode)
+        cands = self._candidates(state, query, pool_size(cfg, top_k, use_rerank), filters, mode)
 
-        scores: dict[str, float] | None = None
-        t = time.perf_counter()
-        if use_rerank:
-            head = [nid for nid, _ in fuse(cands, cfg, mode, pool)][: cfg.rerank.max_candidates]
+        rerank_s = [0.0]
+
+        def rerank_head(head: Sequence[str]) -> Mapping[str, float] | None:
+            t0 = time.perf_counter()
             try:
-                scores = self._rerank_scores(state, query, head)
+                return self._rerank_scores(state, query, head)
             except ProviderError as exc:
                 warnings.append(f"rerank failed, results are not reranked: {exc}")
-        rerank_ms = _ms(t) if use_rerank else 0.0
+                return None
+            finally:
+                rerank_s[0] += time.perf_counter() - t0
 
         kb = state.kb
         inject_s = [0.0]
@@ -634,11 +636,18 @@ class Engine:
             return node.children_ids if node is not None else ()
 
         t = time.perf_counter()
-        ranked = rank(
-            cands, cfg, top_k=top_k, mode=mode, rerank_scores=scores, children_of=children_of
+        composed = compose(
+            cands,
+            cfg,
+            top_k=top_k,
+            mode=mode,
+            rerank=rerank_head if use_rerank else None,
+            children_of=children_of,
         )
-        rank_ms = _ms(t)
-        total = len(fuse(cands, cfg, mode, pool_size(cfg, top_k, scores is not None)))
+        ranked = composed.ranked
+        rank_ms = _ms(t) - rerank_s[0] * 1000
+        rerank_ms = rerank_s[0] * 1000
+        total = len(composed.fused)
 
         results = [self._result(state, r, expand_mode) for r in ranked]
         stale = sum(1 for r in ranked if r.node_id not in kb)

@@ -2,7 +2,7 @@
 
 The expensive work (query embedding, both retrieval channels, query expansion, rerank
 scores) is cached by what can change it; fusion, rerank cut-off, injection and top-k are
-applied by ``engine.pipeline.rank`` on the cached candidates. A live search calls the
+applied by ``engine.pipeline.compose`` on the cached candidates. A live search calls the
 same function, so a re-scored configuration gives exactly the numbers of a full run.
 """
 
@@ -24,7 +24,7 @@ import engine as engine_pkg
 from engine import __version__ as engine_version
 from engine.atomic import atomic_write_bytes, atomic_write_text
 from engine.config import EngineConfig
-from engine.pipeline import MAX_CACHED_POOL, Candidates, Ranked, fuse, pool_size, rank
+from engine.pipeline import MAX_CACHED_POOL, Candidates, Ranked, compose, pool_size
 from workbench import metrics as M
 from workbench.golden import GoldenItem, GoldenSet
 
@@ -319,53 +319,40 @@ class Evaluator:
     ) -> QueryResult:
         try:
             cands, cand_ms = self.candidates(cfg, item.query)
-            pool = pool_size(cfg, cfg.search.top_k, use_rerank)
-            rerank_scores = None
-            rerank_ms = 0.0
-            fused_ids = [nid for nid, _ in fuse(cands, cfg, mode, pool)]
-            if use_rerank:
-                head = fused_ids[: cfg.rerank.max_candidates]
-                rerank_scores, rerank_ms = self.rerank_scores(cfg, item.query, head)
+            rerank_ms = [0.0]  # estimated rerank latency (per-pair cost x head size)
+            rerank_wall = [0.0]  # time the (possibly cached) call took here
+
+            def rerank_head(head: Sequence[str]) -> Mapping[str, float]:
+                t = time.perf_counter()
+                scores, rerank_ms[0] = self.rerank_scores(cfg, item.query, head)
+                rerank_wall[0] = (time.perf_counter() - t) * 1000
+                return scores
+
             kb = getattr(self.engine, "kb", None)
             children_of = (lambda nid: kb.nodes[nid].children_ids) if kb is not None else None
-            depth = max(EVAL_DEPTH, cfg.search.top_k)
             # Only the pure stages are timed here: retrieval (and warm-up, on a cache miss)
-            # is already counted by the stage timings, and rerank by rerank_ms.
+            # is already counted by the stage timings, and rerank by its estimate.
             t0 = time.perf_counter()
-            ranked = rank(
+            composed = compose(
                 cands,
                 cfg,
-                top_k=depth,
+                top_k=cfg.search.top_k,
                 mode=mode,
-                rerank_scores=rerank_scores,
+                rerank=rerank_head if use_rerank else None,
                 children_of=children_of,
-                pool=pool,
+                depth=max(EVAL_DEPTH, cfg.search.top_k),
             )
-            top_k = cfg.search.top_k
-            if cfg.injection.enabled and children_of is not None and depth > top_k:
-                # Injection depends on what is already in the list, so a deeper list can
-                # differ within its first top_k; keep those equal to a live search's.
-                head = rank(
-                    cands,
-                    cfg,
-                    top_k=top_k,
-                    mode=mode,
-                    rerank_scores=rerank_scores,
-                    children_of=children_of,
-                    pool=pool,
-                )
-                seen = {r.node_id for r in head}
-                ranked = head + [r for r in ranked if r.node_id not in seen][: depth - len(head)]
-            rank_ms = (time.perf_counter() - t0) * 1000
+            rank_ms = (time.perf_counter() - t0) * 1000 - rerank_wall[0]
+            ranked = composed.ranked
         except Exception as exc:  # one bad query must not sink a run; it is counted
             return QueryResult(item, mode, [], _zero_metrics(), 0.0, [], None, error=str(exc))
         hierarchy = _hierarchy(getattr(self.engine, "kb", None))
         ids = [r.node_id for r in ranked]
         values = M.evaluate_query(ids, item.qrels, _measures(), hierarchy)
-        latency = _mode_latency(cands, cand_ms, mode) + rerank_ms + min(rank_ms, 1000.0)
-        fusion_ranks = {nid: i + 1 for i, nid in enumerate(fused_ids)}
+        latency = _mode_latency(cands, cand_ms, mode) + rerank_ms[0] + min(rank_ms, 1000.0)
+        fusion_ranks = {nid: i + 1 for i, (nid, _) in enumerate(composed.fused)}
         attribution = attribute(
-            item, ranked, cands, pool, mode, use_rerank, fusion_ranks=fusion_ranks
+            item, ranked, cands, composed.pool, mode, use_rerank, fusion_ranks=fusion_ranks
         )
         cause = attribution[0]["cause"] if attribution else None
         return QueryResult(item, mode, ranked, values, latency, attribution, cause)
