@@ -232,17 +232,19 @@ def rank(
     rerank_scores: Mapping[str, float] | None,
     children_of: Callable[[str], Sequence[str]] | None = None,
     pool: int | None = None,
+    fused: Sequence[tuple[str, float]] | None = None,
 ) -> list[Ranked]:
     """Candidates (+ rerank scores) -> final top_k ranking. Pure; see module docstring.
 
-    ``pool`` defaults to ``pool_size(cfg, top_k, ...)``; the evaluator passes the pool of
+    ``pool`` defaults to ``pool_size(cfg, top_k, ...)``; ``compose`` passes the pool of
     the configured top_k while asking for a deeper list, so its first top_k items equal
-    a live search's.
+    a live search's, and ``fused`` (``fuse`` of that pool) so fusion runs once.
     """
     use_rerank = rerank_scores is not None
     if pool is None:
         pool = pool_size(cfg, top_k, use_rerank)
-    fused = fuse(cands, cfg, mode, pool)
+    if fused is None:
+        fused = fuse(cands, cfg, mode, pool)
     vec_rank = _ranks(cands.vector[:pool])
     bm_rank = _ranks(cands.bm25[:pool])
     fusion_rank = {nid: i + 1 for i, (nid, _) in enumerate(fused)}
@@ -327,6 +329,7 @@ def compose(
         rerank_scores=scores,
         children_of=children_of,
         pool=pool,
+        fused=fused,
     )
     if depth is not None and depth > top_k:
         deeper = rank(
@@ -337,6 +340,7 @@ def compose(
             rerank_scores=scores,
             children_of=children_of,
             pool=pool,
+            fused=fused,
         )
         seen = {r.node_id for r in ranked}
         ranked = ranked + [r for r in deeper if r.node_id not in seen][: depth - len(ranked)]
