@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import quote
@@ -24,6 +24,8 @@ from pydantic import Field
 from engine.config import EngineConfig
 from engine.errors import EngineError
 from workbench.context import Workspace
+from workbench.http_guard import RequestGuard, allowed_hosts
+from workbench.limits import MAX_BODY_BYTES, MAX_QUERY_CHARS, query_problem
 from workbench.serve import SearchFilters, ServedEngine, chapter_payload
 
 URI_SCHEME = "wiki://"
@@ -80,11 +82,22 @@ def build_mcp_server(
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ResourceError, ToolError
     from mcp.server.mcpserver.resources import FunctionResource
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import INVALID_PARAMS
 
     from workbench.chat import answer as chat_answer
 
     ws, cfg = served.ws, served.cfg
     server = MCPServer(name, instructions=INSTRUCTIONS, version="1", log_level="WARNING")
+
+    def check_text(text: str, what: str) -> None:
+        # A JSON-RPC error (not a tool result): the call itself is invalid, as a 422 over HTTP.
+        if not text.strip():
+            raise ToolError(f"{what} must not be empty")
+        if problem := query_problem(text, what):
+            raise MCPError(
+                code=INVALID_PARAMS, message=problem, data={"max_chars": MAX_QUERY_CHARS}
+            )
 
     def engine() -> Any:
         try:
@@ -117,8 +130,7 @@ def build_mcp_server(
             Field(description="category / priority / doc_type / keywords: a value or a list"),
         ] = None,
     ) -> dict[str, Any]:
-        if not query.strip():
-            raise ToolError("query must not be empty")
+        check_text(query, "query")
         try:
             resp = engine().search(
                 query,
@@ -161,8 +173,7 @@ def build_mcp_server(
         question: Annotated[str, Field(min_length=1, description="the question")],
         top_k: Annotated[int, Field(ge=1, le=50, description="chapters retrieved")] = 5,
     ) -> dict[str, Any]:
-        if not question.strip():
-            raise ToolError("question must not be empty")
+        check_text(question, "question")
         try:
             ans = chat_answer(question, engine(), cfg, llm=llm, top_k=top_k)
         except (EngineError, ValueError) as exc:
@@ -231,14 +242,111 @@ def open_mcp_server(ws: Workspace, cfg: EngineConfig) -> Any:
         return build_mcp_server(served, llm=LLMClient.from_config(cfg.llm))
 
 
+class _ReplyToBadLines:
+    """The stdio read stream, answering lines that are not JSON-RPC instead of dropping them.
+
+    The SDK hands a line it cannot parse to the session as an exception, which logs and
+    ignores it, so a client that sent a broken line waits forever. JSON-RPC 2.0 says: reply
+    with error -32700 (not JSON) or -32600 (JSON but not a request), ``id`` null.
+    """
+
+    def __init__(self, inner: Any, write: Any) -> None:
+        self._inner = inner
+        self._write = write
+
+    @property
+    def last_context(self) -> Any:
+        return getattr(self._inner, "last_context", None)
+
+    async def _reply(self, exc: Exception) -> None:
+        import mcp_types as types
+        from mcp.shared.message import SessionMessage
+
+        errors = getattr(exc, "errors", None)
+        first = errors()[0].get("type") if callable(errors) and errors() else ""
+        if first == "json_invalid":
+            code, message = types.PARSE_ERROR, "Parse error: the line is not valid JSON"
+        else:
+            code, message = types.INVALID_REQUEST, "Invalid Request: not a JSON-RPC 2.0 message"
+        error = types.JSONRPCError(
+            jsonrpc="2.0", id=None, error=types.ErrorData(code=code, message=message)
+        )
+        await self._write.send(SessionMessage(error))
+
+    async def receive(self) -> Any:
+        while True:
+            item = await self._inner.receive()
+            if not isinstance(item, Exception):
+                return item
+            await self._reply(item)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def __aiter__(self) -> _ReplyToBadLines:
+        return self
+
+    async def __anext__(self) -> Any:
+        import anyio
+
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> _ReplyToBadLines:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+async def _serve_stdio(server: Any) -> None:
+    from mcp.server.stdio import stdio_server
+
+    # MCPServer.run_stdio_async, with the read stream wrapped; _lowlevel_server is the SDK's
+    # own attribute (no public hook for transport-level errors).
+    low = server._lowlevel_server
+    async with stdio_server() as (read, write):
+        await low.run(_ReplyToBadLines(read, write), write, low.create_initialization_options())
+
+
 def run_stdio(server: Any) -> None:
     import anyio
 
-    anyio.run(server.run_stdio_async)
+    anyio.run(_serve_stdio, server)
 
 
-def run_http(server: Any, host: str = "127.0.0.1", port: int = 8765) -> None:
-    import anyio
+def http_app(server: Any, *, host: str = "127.0.0.1", allow: Sequence[str] = ()) -> Any:
+    """The streamable-HTTP ASGI app at /mcp behind the same Host / Origin / body checks as
+    ``wikirag serve`` (``workbench.http_guard``); the SDK's own check is kept, given the
+    same allow-list, as a second layer."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    allowed = allowed_hosts(allow, bind=host)
+    if "*" in allowed:
+        security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    else:
+        named = [f"[{h}]" if ":" in h else h for h in allowed]
+        security = TransportSecuritySettings(
+            allowed_hosts=[*named, *(f"{h}:*" for h in named)],
+            allowed_origins=[
+                f"{s}://{h}{p}" for s in ("http", "https") for h in named for p in ("", ":*")
+            ],
+        )
+    inner = server.streamable_http_app(
+        max_request_body_size=MAX_BODY_BYTES, transport_security=security, host=host
+    )
+    return RequestGuard(inner, allowed=allowed, max_body=MAX_BODY_BYTES)
+
+
+def run_http(
+    server: Any, host: str = "127.0.0.1", port: int = 8765, allow: Sequence[str] = ()
+) -> None:
+    import uvicorn
 
     sys.stderr.write(f"wikirag mcp: streamable HTTP on http://{host}:{port}/mcp\n")
-    anyio.run(lambda: server.run_streamable_http_async(host=host, port=port))
+    uvicorn.run(http_app(server, host=host, allow=allow), host=host, port=port, log_level="warning")

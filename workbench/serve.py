@@ -28,6 +28,7 @@ import time
 import traceback
 import uuid
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -42,10 +43,11 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from engine.config import EngineConfig
 from engine.errors import EngineError, IndexMissingError, ProviderError, UnknownNodeError
 from workbench.context import Workspace
+from workbench.http_guard import RequestGuard, allowed_hosts
+from workbench.limits import MAX_BODY_BYTES, MAX_QUERY_CHARS
 
 ADMIN_TOKEN_ENV = "WIKIRAG_ADMIN_TOKEN"
 CONFIG_HASH_HEADER = "X-Config-Hash"
-MAX_QUERY_CHARS = 4000
 REOPEN_EVERY_S = 2.0  # how often a server without an engine retries opening the index
 KEEP_JOBS = 50
 
@@ -489,6 +491,10 @@ class AdminAuthError(Exception):
     """Raised by the admin dependency; rendered as a 401 {error, detail}."""
 
 
+class AdminDisabledError(Exception):
+    """Raised by the admin dependency when no token is configured; rendered as a 403."""
+
+
 class JobConflict(Exception):
     def __init__(self, job: Job) -> None:
         super().__init__(job.job_id)
@@ -623,7 +629,10 @@ _ERRORS = {
     503: {"model": ErrorResponse, "description": "no index loaded yet"},
 }
 _NOT_FOUND = {404: {"model": ErrorResponse, "description": "unknown node id (with close matches)"}}
-_AUTH = {401: {"model": ErrorResponse, "description": "admin token missing or wrong"}}
+_AUTH = {
+    401: {"model": ErrorResponse, "description": "admin token missing or wrong"},
+    403: {"model": ErrorResponse, "description": "admin endpoints disabled (no token set)"},
+}
 
 _DEFAULT_LLM: Any = object()
 
@@ -636,12 +645,16 @@ def create_app(
     llm: Any = _DEFAULT_LLM,
     admin_token: str | None = None,
     max_concurrent: int | None = None,
+    allowed: Sequence[str] | None = None,
+    max_body: int = MAX_BODY_BYTES,
 ) -> FastAPI:
     """The HTTP API serving ``cfg`` over ``ws`` (see the module docstring).
 
     ``engine`` reuses an already opened engine; ``llm`` is an ``LLMClient`` or None (default:
     the one ``cfg.llm`` / the environment configure); ``admin_token`` defaults to the
-    WIKIRAG_ADMIN_TOKEN environment variable (unset: admin endpoints are open).
+    WIKIRAG_ADMIN_TOKEN environment variable (unset or empty: admin endpoints answer 403).
+    ``allowed`` lists the Host names served (default: the loopback names, see
+    ``workbench.http_guard``); ``max_body`` caps request bodies (413 above).
     ``max_concurrent`` caps searches/answers computed at once (default: the CPU count; 0: no
     cap); more requests wait for a slot instead of all slowing down together.
     """
@@ -650,7 +663,8 @@ def create_app(
     config_hash = cfg.hash
     served = ServedEngine(ws, cfg, engine=engine)
     jobs = RebuildJobs(served)
-    # "" (argument or environment) means no token: admin endpoints are open.
+    # "" (argument or environment) means no token: admin endpoints are disabled, since a
+    # page in the user's browser could otherwise post to them (CSRF).
     token = (admin_token if admin_token is not None else os.environ.get(ADMIN_TOKEN_ENV)) or None
     if llm is _DEFAULT_LLM:
         from workbench.llm import LLMClient
@@ -686,6 +700,13 @@ def create_app(
             counters["requests"] += 1
 
     app.add_middleware(_ConfigHashHeader, config_hash=config_hash, on_request=count_request)
+    # Added last = outermost: a foreign Host / Origin or an oversized body never reaches a route.
+    app.add_middleware(
+        RequestGuard,
+        allowed=allowed_hosts() if allowed is None else tuple(allowed),
+        max_body=max_body,
+        extra={"config_hash": config_hash},
+    )
 
     def error(status: int, err: str, detail: str, **extra: Any) -> JSONResponse:
         body = {"error": err, "detail": detail, "config_hash": config_hash}
@@ -756,7 +777,7 @@ def create_app(
         creds: HTTPAuthorizationCredentials | None = Depends(bearer),  # noqa: B008
     ) -> None:
         if token is None:
-            return
+            raise AdminDisabledError
         given = creds.credentials if creds is not None else ""
         if not secrets.compare_digest(given.encode(), token.encode()):
             raise AdminAuthError
@@ -768,6 +789,15 @@ def create_app(
             "unauthorized",
             f"admin endpoints need `Authorization: Bearer <token>` with the value of "
             f"{ADMIN_TOKEN_ENV} the server was started with",
+        )
+
+    @app.exception_handler(AdminDisabledError)
+    async def on_admin_disabled(request: Request, exc: Exception) -> JSONResponse:
+        return error(
+            403,
+            "admin disabled",
+            f"admin endpoints are disabled; start the server with {ADMIN_TOKEN_ENV} set and "
+            "send `Authorization: Bearer <token>`",
         )
 
     def with_hash(d: dict[str, Any]) -> dict[str, Any]:
@@ -936,10 +966,7 @@ def run_server(app: FastAPI, host: str = "127.0.0.1", port: int = 8000) -> None:
     """Serve ``app`` with uvicorn (logs on stderr); blocks until interrupted."""
     import uvicorn
 
-    if not is_loopback(host) and not os.environ.get(ADMIN_TOKEN_ENV):
-        _log(
-            f"warning: serving on {host} with open admin endpoints; set {ADMIN_TOKEN_ENV} "
-            "to require a bearer token"
-        )
+    if not os.environ.get(ADMIN_TOKEN_ENV):
+        _log(f"admin endpoints disabled; set {ADMIN_TOKEN_ENV} to enable them")
     _log(f"serving on http://{host}:{port} (docs at /docs, config {app.state.config_hash})")
     uvicorn.run(app, host=host, port=port, log_level="info")

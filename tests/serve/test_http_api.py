@@ -36,6 +36,8 @@ SEED_METADATA_KEYS = {
     "priority",
     "category",
 }
+TOKEN = "test-admin-token"  # admin routes are disabled without one
+ADMIN = {"Authorization": f"Bearer {TOKEN}"}
 SEED_RESPONSE_KEYS = {"results", "total", "took_ms", "index_stats", "timings", "config_hash"}
 
 
@@ -277,8 +279,8 @@ def test_only_one_rebuild_runs_at_a_time():
 
 def test_without_an_index_the_server_is_degraded_until_a_rebuild(tmp_path):
     kb = make_kb(tmp_path, index=False)
-    app = create_app(kb.ws, kb.cfg, llm=None, admin_token="")
-    with live_server(app) as url, httpx.Client(base_url=url, timeout=60) as c:
+    app = create_app(kb.ws, kb.cfg, llm=None, admin_token=TOKEN)
+    with live_server(app) as url, httpx.Client(base_url=url, timeout=60, headers=ADMIN) as c:
         r = c.get("/health")
         assert r.status_code == 503
         assert r.json()["status"] == "degraded" and "wikirag index" in r.json()["reasons"][0]
@@ -295,8 +297,8 @@ def test_without_an_index_the_server_is_degraded_until_a_rebuild(tmp_path):
 def test_an_embedder_mismatch_is_reported_and_fixed_by_a_rebuild(tmp_path):
     kb = make_kb(tmp_path)  # indexed with the hash embedder at 256 dims
     cfg = kb.cfg.with_overrides({"embedding.dims": 128})
-    app = create_app(kb.ws, cfg, llm=None, admin_token="")
-    with live_server(app) as url, httpx.Client(base_url=url, timeout=60) as c:
+    app = create_app(kb.ws, cfg, llm=None, admin_token=TOKEN)
+    with live_server(app) as url, httpx.Client(base_url=url, timeout=60, headers=ADMIN) as c:
         r = c.get("/health")
         assert r.status_code == 503
         assert "embedder hash/char-ngram-1-3-crc32-v1/256" in r.json()["reasons"][0]
@@ -313,8 +315,8 @@ def test_an_embedder_mismatch_is_reported_and_fixed_by_a_rebuild(tmp_path):
 
 def test_health_reports_a_stale_index_after_a_kb_edit(tmp_path):
     kb = make_kb(tmp_path)
-    app = create_app(kb.ws, kb.cfg, llm=None, admin_token="")
-    with live_server(app) as url, httpx.Client(base_url=url, timeout=60) as c:
+    app = create_app(kb.ws, kb.cfg, llm=None, admin_token=TOKEN)
+    with live_server(app) as url, httpx.Client(base_url=url, timeout=60, headers=ADMIN) as c:
         assert c.get("/health").json()["status"] == "ok"
         f = kb.ws.kb / "rag/rag-faq.md"
         f.write_text(f.read_text(encoding="utf-8") + "\n新增的一段。\n", encoding="utf-8")
@@ -326,8 +328,8 @@ def test_health_reports_a_stale_index_after_a_kb_edit(tmp_path):
 def test_rebuild_while_searching_switches_to_the_new_content(tmp_path):
     kb = make_kb(tmp_path)
     marker = "zebraquokkamarker"
-    app = create_app(kb.ws, kb.cfg, llm=None, admin_token="")
-    with live_server(app) as url, httpx.Client(base_url=url, timeout=60) as c:
+    app = create_app(kb.ws, kb.cfg, llm=None, admin_token=TOKEN)
+    with live_server(app) as url, httpx.Client(base_url=url, timeout=60, headers=ADMIN) as c:
         section = c.get(path_of("retrieval/hybrid-search")).json()["children"][0]["node_id"]
         before = c.get(path_of(section)).json()["content"]
         assert marker not in before

@@ -14,6 +14,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
 from tests.serve.conftest import REPO, TestKB
+from workbench.limits import MAX_QUERY_CHARS
 from workbench.mcp_server import doc_uri
 
 
@@ -92,6 +93,11 @@ async def _session_run(kb: TestKB, errlog_path: Path) -> dict[str, Any]:
                 "ask", {"question": "按标题切分时 chunk size 设多少？", "top_k": 3}
             )
             out["unknown_tool"] = await session.call_tool("delete_everything", {})
+            for tool, arg in (("search_knowledge", "query"), ("ask", "question")):
+                try:
+                    await session.call_tool(tool, {arg: "检索" * (MAX_QUERY_CHARS // 2 + 1)})
+                except MCPError as exc:
+                    out[f"long_{tool}"] = exc
 
             out["resources"] = (await session.list_resources()).resources
             out["read"] = await session.read_resource(doc_uri("rag/chunking-strategies"))
@@ -147,6 +153,36 @@ def test_bad_arguments_are_tool_errors_that_say_why(session_log):
     assert "query must not be empty" in session_log["empty"].content[0].text
     assert session_log["bad_mode"].is_error
     assert "search_mode" in session_log["bad_mode"].content[0].text
+
+
+def test_queries_over_the_http_cap_are_json_rpc_errors(session_log):
+    for tool in ("search_knowledge", "ask"):
+        exc = session_log.get(f"long_{tool}")
+        assert exc is not None, f"{tool} accepted a {MAX_QUERY_CHARS + 2}-char query"
+        assert exc.error.code == -32602  # invalid params
+        assert f"the limit is {MAX_QUERY_CHARS:,}" in exc.error.message
+
+
+def test_a_line_that_is_not_json_gets_a_parse_error_reply(test_kb):
+    import subprocess
+
+    p = _params(test_kb)
+    proc = subprocess.Popen(
+        [p.command, *p.args],
+        cwd=p.cwd,
+        env={**os.environ, **(p.env or {})},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        out, _ = proc.communicate(b'this is not json\n{"jsonrpc": "2.0"}\n', timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    replies = [json.loads(line) for line in out.decode().splitlines()]
+    assert [r["error"]["code"] for r in replies] == [-32700, -32600]
+    assert all(r["id"] is None and r["jsonrpc"] == "2.0" for r in replies)
 
 
 def test_get_chapter(session_log, test_kb):

@@ -28,7 +28,8 @@ PROPS = settings(
 
 @pytest.fixture(scope="module")
 def app(test_kb: TestKB) -> Any:
-    return create_app(test_kb.ws, test_kb.cfg, llm=None, admin_token="")
+    # TestClient and schemathesis send `Host: testserver`.
+    return create_app(test_kb.ws, test_kb.cfg, llm=None, admin_token="", allowed=["testserver"])
 
 
 @pytest.fixture(scope="module")

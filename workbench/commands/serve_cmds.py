@@ -13,12 +13,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="serve the engine over HTTP (FastAPI: /search, /chapter, /ask, docs at /docs)",
         description=(
             "Serve the KB's accepted baseline config (or --config) over HTTP. Admin endpoints "
-            "need a bearer token when WIKIRAG_ADMIN_TOKEN is set."
+            "are enabled only when WIKIRAG_ADMIN_TOKEN is set, and then need it as a bearer "
+            "token. Only requests naming localhost / 127.0.0.1 / ::1 (or --allow-host) in their "
+            "Host header are served."
         ),
     )
     add_workspace_args(p)
     p.add_argument("--host", default="127.0.0.1", help="bind address (default: 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
+    _add_allow_host(p)
     p.add_argument(
         "--max-concurrent",
         type=int,
@@ -43,19 +46,32 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--http", type=int, default=None, metavar="PORT", help="serve streamable HTTP at /mcp"
     )
     m.add_argument("--host", default="127.0.0.1", help="bind address for --http")
+    _add_allow_host(m)
     m.set_defaults(func=_mcp)
 
 
+def _add_allow_host(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also serve requests whose Host header is NAME (repeatable; '*' allows any, "
+        "e.g. behind a trusted reverse proxy). Default: localhost names and the bind address",
+    )
+
+
 def _serve(args: argparse.Namespace) -> int:
+    from workbench.http_guard import allowed_hosts
     from workbench.serve import create_app, run_server
 
     ws = workspace(args)
     cfg = effective_config(args, ws)
     source = ws.config_path or "built-in defaults"
     info(f"wikirag serve: KB {ws.kb}, index {ws.index}, config {source} ({cfg.hash})")
-    run_server(
-        create_app(ws, cfg, max_concurrent=args.max_concurrent), host=args.host, port=args.port
-    )
+    allowed = allowed_hosts(args.allow_host, bind=args.host)
+    app = create_app(ws, cfg, max_concurrent=args.max_concurrent, allowed=allowed)
+    run_server(app, host=args.host, port=args.port)
     return 0
 
 
@@ -71,7 +87,7 @@ def _mcp(args: argparse.Namespace) -> int:
         )
     server = open_mcp_server(ws, cfg)
     if args.http is not None:
-        run_http(server, host=args.host, port=args.http)
+        run_http(server, host=args.host, port=args.http, allow=args.allow_host)
     else:
         run_stdio(server)
     return 0
