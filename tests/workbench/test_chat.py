@@ -357,8 +357,11 @@ def test_llm_answer_with_valid_citations():
         "rag/chunking-strategies#切块策略/按标题切分",
         "rag/chunking-strategies#切块策略/固定长度切分",
     ]
-    assert "[1] 切块策略 › 按标题切分 (rag/chunking-strategies.md:12)" in user
-    assert "[3] " in user and "[4] " not in user
+    assert (
+        '<source n="1" chapter="切块策略 › 按标题切分" where="rag/chunking-strategies.md:12">'
+        in user
+    )
+    assert '<source n="3"' in user and '<source n="4"' not in user
     assert_key_absent(ans)
 
 
@@ -466,7 +469,9 @@ def test_tools_mode_citations_refer_to_tool_results():
         assert srv.tasks() == ["tools", "tools", "tools"]
         assert srv.payloads[0]["tools"][0]["function"]["name"] == "knowledge_search"
         first = tool_results(srv, 1)[0]
-    assert first.startswith("[1] Lexical retrieval › BM25 (node_id=retrieval/bm25#bm25)")
+    assert first.startswith(
+        '<source n="1" chapter="Lexical retrieval › BM25" where="node_id=retrieval/bm25#bm25">'
+    )
     assert ans.mode == "llm" and not ans.refusal and ans.rounds == 1
     assert [(r["n"], r["node_id"]) for r in ans.retrieved] == [
         (1, "retrieval/bm25#bm25"),

@@ -18,6 +18,7 @@ from engine.errors import EngineError, IndexMissingError
 from workbench import golden
 from workbench.context import Workspace
 from workbench.golden import GoldenSet
+from workbench.safe_markdown import safe_markdown
 from workbench.ui import resources, state
 from workbench.ui.i18n import switch, t
 
@@ -500,10 +501,11 @@ def chat_turn(i: int, turn: Mapping[str, Any], kb: Any) -> bool:
     with st.chat_message("user"):
         st.markdown(turn["question"])
     with st.chat_message("assistant"):
+        # Model output and chapter titles are untrusted: no remote images or off-wiki links.
         if ans.refusal:
-            st.warning(ans.answer)
+            st.warning(safe_markdown(ans.answer))
         else:
-            st.markdown(ans.answer)
+            st.markdown(safe_markdown(ans.answer))
         kind = ":violet-badge[LLM]" if ans.mode == "llm" else ":gray-badge[extractive]"
         st.markdown(
             f"{kind} :small[config {turn.get('config', '')} · {ans.took_ms:.0f} ms · "

@@ -6,6 +6,7 @@ import streamlit as st
 
 from workbench import golden
 from workbench.chat import answer, draft_golden_item
+from workbench.safe_markdown import safe_markdown
 from workbench.ui import components as ui
 from workbench.ui import resources, state
 from workbench.ui.conversations import history_panel, keep_turn
@@ -131,7 +132,8 @@ with ui.guarded("Chat"):
 
             def on_text(text: str) -> None:
                 streamed.append(text)
-                live.markdown("".join(streamed) + " ▌")
+                # Raw model deltas: defused before rendering, like the final answer.
+                live.markdown(safe_markdown("".join(streamed)) + " ▌")
 
             with st.spinner("Searching the wiki…"):
                 result = answer(
