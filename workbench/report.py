@@ -445,6 +445,36 @@ def _md_recommendations(report: Report) -> list[str]:
     return out
 
 
+# Report figures carry their own look: a figure left on plotly's *default* template picks
+# up whatever is active in the process, and inside Streamlit that is the "streamlit"
+# template, whose placeholder colours (#000001 ...) only the Streamlit frontend replaces,
+# so every chart of an HTML report downloaded from the UI came out solid black.
+REPORT_TEMPLATE = "plotly_white"
+REPORT_COLORWAY = (
+    "#0969da",  # blue
+    "#e36209",  # orange
+    "#1a7f37",  # green
+    "#8250df",  # purple
+    "#cf222e",  # red
+    "#57606a",  # grey
+    "#bf8700",  # yellow
+    "#1b7c83",  # teal
+)
+
+
+def style_figure(fig: Any) -> Any:
+    """``fig`` with the report's explicit template and colours (independent of any theme)."""
+    import plotly.io as pio
+
+    fig.update_layout(
+        template=pio.templates[REPORT_TEMPLATE],
+        colorway=list(REPORT_COLORWAY),
+        paper_bgcolor="white",
+        plot_bgcolor="white",
+    )
+    return fig
+
+
 def report_figures(report: Report) -> dict[str, list[Any]]:
     """Plotly figures per section: category/difficulty/language bars, failure causes,
     the optimization trajectory."""
@@ -487,7 +517,7 @@ def report_figures(report: Report) -> dict[str, list[Any]]:
             height=340,
         )
         figs["optimizations"].append(fig)
-    return figs
+    return {k: [style_figure(f) for f in v] for k, v in figs.items()}
 
 
 def _e(v: Any) -> str:
@@ -543,7 +573,7 @@ def render_html(report: Report, *, include_plotlyjs: bool = True) -> str:
 
     def charts(section: str) -> str:
         parts = [
-            f.to_html(
+            style_figure(f).to_html(  # again here: figures added to report_figures later too
                 full_html=False,
                 include_plotlyjs=False,
                 config={"displaylogo": False, "responsive": True},
