@@ -358,7 +358,7 @@ class OpenAIEmbedder(_BatchedEmbedder):
             {"model": self._model, "input": texts},
             what=what,
             timeout_s=self._timeout_s,
-            headers=auth_headers(self._api_key_env),
+            headers=auth_headers(self._api_key_env, "embedding.api_key_env"),
         )
         vectors = _parse_embeddings(reply, len(texts), f"{what} at {self._url}")
         dims = vectors.shape[1]

@@ -11,10 +11,11 @@ from __future__ import annotations
 import json
 import os
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import httpx
 
+from engine.credentials import check_key_env, redact_url
 from engine.errors import ProviderError
 
 _BODY_PREVIEW = 200
@@ -32,8 +33,12 @@ def join_url(base_url: str, path: str, *, setting: str) -> str:
     return base.rstrip("/") + "/" + path.lstrip("/")
 
 
-def auth_headers(api_key_env: str) -> dict[str, str]:
-    """Bearer header from the env var named ``api_key_env``; none if it is unset (local servers)."""
+def auth_headers(api_key_env: str, setting: str = "api_key_env") -> dict[str, str]:
+    """Bearer header from the env var named ``api_key_env``; none if it is unset (local servers).
+
+    Raises ConfigError for a variable name that is not key-like (``check_key_env``).
+    """
+    check_key_env(api_key_env, setting)
     key = os.environ.get(api_key_env, "") if api_key_env else ""
     return {"Authorization": f"Bearer {key}"} if key else {}
 
@@ -96,11 +101,7 @@ def _post_json(
 
 
 def _safe_url(url: str) -> str:
-    """The URL without ``user:password@`` (never shown in a message)."""
-    parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
+    return redact_url(url)
 
 
 def _scrub(text: str, secrets: list[str]) -> str:

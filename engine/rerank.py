@@ -317,7 +317,7 @@ class HttpReranker:
             {"model": self._model_name, "query": query, "documents": items, "top_n": len(items)},
             what=what,
             timeout_s=self._timeout_s,
-            headers=auth_headers(self._api_key_env),
+            headers=auth_headers(self._api_key_env, "rerank.api_key_env"),
         )
         return _parse_rerank(reply, len(items), f"{what} at {self._url}")
 

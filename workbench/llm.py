@@ -16,12 +16,14 @@ import json
 import os
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from engine.config import LLMConfig
+from engine.credentials import check_key_env, key_destination_warning, redact_url, redact_urls
 from engine.errors import ProviderError
 
 ENV_BASE_URL = "OPENAI_BASE_URL"
@@ -42,13 +44,14 @@ def _remember_secret(value: str) -> None:
 
 
 def redact(text: str, *secrets: str) -> str:
-    """``text`` with every known API key (and any ``secrets`` given) replaced by ``***``."""
+    """``text`` with every known API key (and any ``secrets`` given) replaced by ``***``, and
+    the ``user:password@`` part of every URL in it cut (``engine.credentials.redact_urls``)."""
     with _SECRETS_LOCK:
         known = set(_SECRETS)
     known.update(s for s in secrets if s and len(s) >= _MIN_SECRET_LEN)
     for secret in sorted(known, key=len, reverse=True):
         text = text.replace(secret, "***")
-    return text
+    return redact_urls(text)
 
 
 @dataclass(frozen=True)
@@ -69,7 +72,8 @@ class LLMSettings:
     def __repr__(self) -> str:
         key = "***" if self.api_key else "(none)"
         return (
-            f"LLMSettings(base_url={self.base_url!r}, model={self.model!r}, api_key={key}, "
+            f"LLMSettings(base_url={redact_url(self.base_url)!r}, model={self.model!r}, "
+            f"api_key={key}, "
             f"timeout_s={self.timeout_s!r}, source={self.source!r})"
         )
 
@@ -78,7 +82,7 @@ class LLMSettings:
     def to_dict(self) -> dict[str, Any]:
         """Safe to log or export: the key is reduced to whether it is set."""
         return {
-            "base_url": self.base_url,
+            "base_url": redact_url(self.base_url),
             "model": self.model,
             "api_key": "***" if self.api_key else "",
             "timeout_s": self.timeout_s,
@@ -143,7 +147,13 @@ def llm_settings(
     source = next((s for s in sources if s), "config")
     if not base_url or not model:
         return None
+    check_key_env(cfg.api_key_env, "llm.api_key_env", environ)
     key, _ = lookup(cfg.api_key_env) if cfg.api_key_env else ("", "")
+    if key and cfg.base_url.strip():
+        env_url = {ENV_BASE_URL: lookup(ENV_BASE_URL)[0]}
+        if warning := key_destination_warning("llm.base_url", base_url, env_url):
+            # warnings, not print: shown once per process on stderr, catchable in tests
+            warnings.warn(warning, UserWarning, stacklevel=2)
     return LLMSettings(
         base_url=base_url,
         model=model,
@@ -352,14 +362,14 @@ class LLMClient:
 
     def _malformed(self, what: str) -> LLMError:
         return LLMError(
-            f"LLM endpoint at {self.settings.base_url} sent a malformed reply ({what}); "
+            f"LLM endpoint at {redact_url(self.settings.base_url)} sent a malformed reply ({what}); "
             "check that it speaks the OpenAI chat-completions API",
             "malformed response",
         )
 
     def _error(self, exc: Exception, timeout_s: float) -> LLMError:
         o = self._openai
-        url = self.settings.base_url
+        url = redact_url(self.settings.base_url)
         if isinstance(exc, o.APITimeoutError):
             return LLMError(
                 f"LLM endpoint at {url} did not answer within {timeout_s:g} s; "

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.config import EngineConfig
+from engine.credentials import redact_urls
 from engine.pipeline import Ranked
 from workbench.evaluate import CAUSES, EvalRun, QueryResult
 from workbench.experiments import ExperimentStore, trajectory
@@ -288,7 +289,7 @@ def build_report(
         trajectory=trajectory(_Records(records)),  # type: ignore[arg-type]
         recommendations=recs,
         scorecard=card,
-        config_yaml=str(run_record.get("config_yaml", "")),
+        config_yaml=redact_urls(str(run_record.get("config_yaml", ""))),  # no user:pass@
         notes=notes,
     )
 
