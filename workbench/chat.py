@@ -562,7 +562,13 @@ def extractive_answer(question: str, sources: Sequence[Source]) -> tuple[str, li
             scored.append((-term_overlap(terms, sent), s.n, pos, sent))
     scored.sort()
     picked = [x for x in scored if x[0] < 0][:4]
-    if len(picked) < 2:  # too little overlap: fall back to the opening sentences
+    # No sentence shares a term with the question: whatever we cited would be unrelated
+    # (a "closing time of the canteen" question got a chapter's first sentence as [1]), so
+    # say nothing and let the caller refuse. With some overlap, opening sentences of the
+    # same chapters may fill in as context.
+    if not picked:
+        return "", []
+    if len(picked) < 2:
         for x in sorted(scored, key=lambda x: (x[2], x[1])):
             if len(picked) >= 2:
                 break
@@ -757,6 +763,9 @@ class _Run:
         text, cited = extractive_answer(query0, sources)
         self.trace.add("generate", _ms(started), f"extractive: {len(text)} chars citing {cited}")
         if not text:
+            self.trace.add(
+                "verify", 0.0, "no sentence of the top chapters shares a term -> refusal"
+            )
             return self.finish(
                 best.query, refusal_text(self.question, sources), [], sources,
                 refusal=True, rounds=n_rounds,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -93,3 +94,18 @@ def test_eval_answers_scores_extractive_answers(ws: Path, capsys, monkeypatch) -
     assert {r["id"] for r in answers["per_query"]} == {"q1", "q2", "q3", "q4", "q5", "q9"}
     assert 0.0 <= answers["means"]["refusal_accuracy"] <= 1.0
     assert "citation_precision" in answers["means"]
+
+
+def test_eval_answers_prints_both_refusal_rates_with_counts(ws: Path, capsys, monkeypatch):
+    for var in ("OPENAI_BASE_URL", "WIKIRAG_LLM_MODEL"):
+        monkeypatch.delenv(var, raising=False)
+    assert main(["eval", "--kb", "kb", "--answers", "--no-save"]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("refusals: "))
+    m = re.fullmatch(
+        r"refusals: unanswerable refused (\d+)/(\d+) \(\S+\), "
+        r"answerable wrongly refused (\d+)/(\d+) \(\S+\)",
+        line,
+    )
+    assert m is not None, line
+    assert int(m.group(2)) + int(m.group(4)) == 6  # q1-q5 answerable, q9 unanswerable

@@ -123,6 +123,22 @@ def _progress_bar(total: int):
     return update
 
 
+def refusal_line(rows: list[dict]) -> str:
+    """Both refusal rates with their counts: small sets (12 unanswerable items) need both."""
+    un = [r for r in rows if r.get("unanswerable")]
+    an = [r for r in rows if not r.get("unanswerable")]
+    n_un = sum(bool(r.get("refusal")) for r in un)
+    n_an = sum(bool(r.get("refusal")) for r in an)
+
+    def rate(n: int, d: int) -> str:
+        return f"{n / d:.3f}" if d else "n/a"
+
+    return (
+        f"refusals: unanswerable refused {n_un}/{len(un)} ({rate(n_un, len(un))}), "
+        f"answerable wrongly refused {n_an}/{len(an)} ({rate(n_an, len(an))})"
+    )
+
+
 def format_run(run: EvalRun, answers: dict | None = None) -> str:
     """Plain-text tables of a run (what `wikirag eval` prints)."""
     lines = [
@@ -165,4 +181,5 @@ def format_run(run: EvalRun, answers: dict | None = None) -> str:
         lines.append(
             "answers: " + ", ".join(f"{k} {v:.3f}" for k, v in answers.get("means", {}).items())
         )
+        lines.append(refusal_line(answers.get("per_query", [])))
     return "\n".join(lines) + "\n"

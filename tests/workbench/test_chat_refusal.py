@@ -1,0 +1,50 @@
+"""The extractive (no-LLM) chat refuses rather than cite an unrelated sentence."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.types import SearchResponse, SearchResult
+from tests.workbench.test_chat import CFG
+from workbench.chat import answer, extractive_answer, key_terms
+
+CANTEEN = "公司食堂周五晚上几点关门？"
+
+
+class OneChapter:
+    """A retriever whose best chapter matches the question in its headings only: the
+    breadcrumb names 公司 / 食堂 / 周五 (chapter-level coverage 0.5, the grey zone), the
+    text is about something else."""
+
+    def search(self, query: str, *, top_k: int | None = None, **kw: Any) -> SearchResponse:
+        r = SearchResult(
+            node_id="ops/weekly#周五发布",
+            score=0.03,
+            rank_source={"vector": 1, "bm25": 1, "rerank": None},
+            title="周五发布窗口",
+            breadcrumb=["公司运维", "食堂旁的机房", "周五发布窗口"],
+            content="发布只在工作日上午进行。回滚脚本必须提前演练两次。",
+            summary="",
+            metadata={"file_path": "ops/weekly.md", "line": 4, "category": "ops"},
+        )
+        return SearchResponse(query, [r], 1, 1.0, {}, {}, CFG.hash)
+
+    def chapter(self, node_id: str) -> Any:
+        raise KeyError(node_id)
+
+
+def test_no_sentence_sharing_a_term_means_no_extractive_answer():
+    from workbench.chat import _source_from_result
+
+    src = _source_from_result(1, OneChapter().search(CANTEEN).results[0])
+    terms = key_terms(CANTEEN)
+    assert not any(t in src.content for t in terms)
+    assert extractive_answer(CANTEEN, [src]) == ("", [])
+
+
+def test_the_canteen_question_is_refused_not_answered_with_an_unrelated_sentence():
+    ans = answer(CANTEEN, OneChapter(), CFG, llm=None, top_k=3)
+    assert ans.refusal and ans.citations == []
+    assert "发布只在工作日" not in ans.answer
+    assert ans.answer.startswith("知识库中没有足够的信息回答这个问题")
+    assert any("no sentence of the top chapters shares a term" in s["detail"] for s in ans.trace)
