@@ -57,6 +57,11 @@ class LexicalConfig:
     # "sparse": our scipy-sparse BM25 (same formula as rank_bm25's BM25Okapi, scales);
     # "rank_bm25": the reference implementation, slow at scale, kept for checking.
     backend: str = _choice("sparse", "rank_bm25", default="sparse")
+    # BM25F title field (the chapter's breadcrumb titles): its weight against the body's 1
+    # and its own length normalisation. 0 = plain BM25 over the body (which holds the
+    # titles too). Applied to stored counts: changing either needs no re-indexing.
+    title_weight: float = _num(0.0, 0.0, 100.0)
+    title_b: float = _num(0.75, 0.0, 1.0)
 
 
 @dataclass(frozen=True)

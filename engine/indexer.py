@@ -32,7 +32,7 @@ import numpy as np
 from engine.config import EngineConfig
 from engine.errors import EngineError, IndexMissingError
 from engine.expansion import Vocabulary, embed_vocabulary, vocabulary_terms
-from engine.lexical import SparseBM25, count_matrix, tokenize
+from engine.lexical import SparseBM25, aligned_counts, count_matrix, title_tokens, tokenize
 from engine.store import TABLE_PREFIX, Location, Store, vectors_of
 from engine.tree import KnowledgeBase, Node
 from engine.types import Embedder, EmbedderSignature
@@ -376,7 +376,16 @@ def _build(
 
     prev_vocab = _load_vocab(loc, old) if old is not None and not force else None
     lexical_file, terms_file, vectors_file, n_rows = _write_caches(
-        loc, store, table_name, version, build_id, kb, embedder, prev_vocab, progress
+        loc,
+        store,
+        table_name,
+        version,
+        build_id,
+        kb,
+        embedder,
+        prev_vocab,
+        progress,
+        tokenizer=cfg.lexical.tokenizer,
     )
     now = _now()
     manifest = Manifest(
@@ -518,10 +527,12 @@ def _write_caches(
     embedder: Embedder,
     prev_vocab: Vocabulary | None,
     progress: ProgressFn | None,
+    tokenizer: str = "jieba-search",
 ) -> tuple[str, str, str, int]:
-    """BM25 counts and the expansion vocabulary, rebuilt from the table's token column."""
+    """BM25 counts (body and title field) and the expansion vocabulary, rebuilt from the
+    table's token and breadcrumb columns."""
     tbl = store.open_table(table_name, version)
-    data = Store.read(tbl, ["id", "tokens", "title", "keywords"])
+    data = Store.read(tbl, ["id", "tokens", "title", "keywords", "breadcrumb"])
     order = np.argsort(np.array(data.column("id").to_pylist(), dtype=object), kind="stable")
     ids = [data.column("id")[int(i)].as_py() for i in order]
     tokens_col = data.column("tokens").to_pylist()
@@ -529,7 +540,10 @@ def _write_caches(
     if progress:
         progress(0, 1, "lexical")
     counts, terms = count_matrix(docs)
-    lexical = SparseBM25(counts=counts, terms=terms)
+    crumbs_col = data.column("breadcrumb").to_pylist()
+    crumbs = [json.loads(crumbs_col[int(i)] or "[]") for i in order]
+    titles = aligned_counts(title_tokens(crumbs, tokenizer), terms)
+    lexical = SparseBM25(counts=counts, terms=terms, title_counts=titles)
     lexical_file = f"lexical_{build_id}.npz"
     loc.write_bytes(lexical_file, _with_ids(lexical.to_bytes(), ids))
     if progress:

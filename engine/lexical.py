@@ -1,9 +1,14 @@
-"""jieba tokenizer and BM25 over a scipy.sparse term-document matrix.
+"""jieba tokenizer and BM25 / BM25F over a scipy.sparse term-document matrix.
 
 ``SparseBM25`` scores exactly like rank_bm25's ``BM25Okapi`` (same idf, same epsilon floor
 for negative idf, same length normalisation) but keeps the per-(term, doc) weights in a
 term-major CSR matrix, so a query costs one row slice per query term instead of a Python
 loop over every document. rank_bm25 stays available as ``backend: rank_bm25`` to check it.
+
+With a second field (the chapter's breadcrumb titles) and ``title_weight > 0`` it scores
+BM25F: per-field length-normalised term frequencies, weighted and summed before the k1
+saturation. At ``title_weight == 0`` it is the plain BM25 above, bit for bit.
+``BatchScorer`` scores many queries at once for many parameter settings (the optimizer).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import re
 import threading
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
@@ -91,6 +97,51 @@ class BM25Index(Protocol):
     def get_scores(self, query_tokens: Sequence[str]) -> np.ndarray: ...
 
 
+def title_tokens(
+    breadcrumbs: Iterable[Sequence[str]], mode: str = "jieba-search"
+) -> list[list[str]]:
+    """The title field of each chapter: its breadcrumb titles, segmented.
+
+    Each distinct title is segmented once: a document's title heads every one of its
+    chapters' breadcrumbs, so this is far cheaper than segmenting whole breadcrumbs.
+    """
+    seen: dict[str, list[str]] = {}
+    out: list[list[str]] = []
+    for crumb in breadcrumbs:
+        toks: list[str] = []
+        for part in crumb:
+            got = seen.get(part)
+            if got is None:
+                got = seen[part] = tokenize(part, mode)
+            toks.extend(got)
+        out.append(toks)
+    return out
+
+
+def aligned_counts(docs_tokens: Sequence[Sequence[str]], terms: Sequence[str]) -> sp.csr_matrix:
+    """Doc x term counts over an existing term list; tokens outside it are dropped.
+
+    The title field is counted over the body's terms: the body text holds the titles too, so
+    a title token missing from the body vocabulary only arises from segmenting a title in
+    context differently, and dropping it keeps idf (computed on the body) unchanged.
+    """
+    index = {t: i for i, t in enumerate(terms)}
+    rows: list[int] = []
+    cols: list[int] = []
+    for i, doc in enumerate(docs_tokens):
+        for tok in doc:
+            j = index.get(tok)
+            if j is not None:
+                rows.append(i)
+                cols.append(j)
+    data = np.ones(len(rows), dtype=np.float64)
+    shape = (len(docs_tokens), len(terms))
+    counts = sp.coo_matrix((data, (rows, cols)), shape=shape).tocsr()
+    counts.sum_duplicates()
+    counts.sort_indices()
+    return counts
+
+
 def count_matrix(docs_tokens: Iterable[Sequence[str]]) -> tuple[sp.csr_matrix, list[str]]:
     """Documents -> (doc x term CSR matrix of term counts, term list)."""
     vocab: dict[str, int] = {}
@@ -114,12 +165,65 @@ def count_matrix(docs_tokens: Iterable[Sequence[str]]) -> tuple[sp.csr_matrix, l
     return counts, list(vocab)
 
 
+@dataclass(frozen=True)
+class BM25Params:
+    """Scoring parameters applied to stored counts (none needs re-indexing).
+
+    ``k1``/``b`` as in BM25 (``b`` is the body field's length normalisation);
+    ``title_weight``/``title_b`` weight and length-normalise the title field (BM25F).
+    """
+
+    k1: float = 1.5
+    b: float = 0.75
+    title_weight: float = 0.0
+    title_b: float = 0.75
+
+
+def _field_weights(
+    body: sp.csr_matrix,
+    title: sp.csr_matrix | None,
+    body_len: np.ndarray,
+    title_len: np.ndarray | None,
+    p: BM25Params,
+) -> sp.csr_matrix:
+    """Term-major (term x doc) BM25 / BM25F weights of term-major count matrices.
+
+    BM25F (Robertson, Zaragoza & Taylor 2004, "Simple BM25 extension to multiple weighted
+    fields"; Zaragoza et al. 2004 at TREC-13): tf~ = sum_f w_f * tf_f / B_f with
+    B_f = 1 - b_f + b_f * len_f / avglen_f, weight = tf~ * (k1 + 1) / (tf~ + k1); the body
+    weight is 1. Without a title field (or at weight 0) this is written as rank_bm25 does,
+    tf * (k1 + 1) / (tf + k1 * B), so plain BM25 scores stay bit-identical.
+    """
+    n_docs = len(body_len)
+    avgdl = float(body_len.sum() / n_docs) if n_docs else 0.0
+    if avgdl == 0.0:
+        return sp.csr_matrix(body.shape, dtype=np.float64)
+    k1, b = p.k1, p.b
+    norm_body = 1 - b + b * body_len / avgdl
+    tf = body.data
+    if title is None or title_len is None or p.title_weight == 0.0 or title.nnz == 0:
+        w = tf * (k1 + 1) / (tf + k1 * norm_body[body.indices])
+        return sp.csr_matrix((w, body.indices, body.indptr), shape=body.shape)
+    avg_title = float(title_len.sum() / n_docs)
+    norm_title = 1 - p.title_b + p.title_b * title_len / avg_title
+    pseudo = sp.csr_matrix((tf / norm_body[body.indices], body.indices, body.indptr), body.shape)
+    ttf = title.data * (p.title_weight / norm_title[title.indices])
+    pseudo = pseudo + sp.csr_matrix((ttf, title.indices, title.indptr), shape=title.shape)
+    x = pseudo.data
+    pseudo.data = x * (k1 + 1) / (x + k1)
+    return pseudo
+
+
 class SparseBM25:
     """BM25Okapi scores (rank_bm25 0.2.2 formulas) from a sparse term-document matrix.
 
     idf(t) = ln(N - df + 0.5) - ln(df + 0.5); a negative idf is replaced by
     epsilon * mean(idf) (rank_bm25's floor). score(q, d) = sum over query tokens t (repeats
     count) of idf(t) * tf * (k1 + 1) / (tf + k1 * (1 - b + b * |d| / avgdl)).
+
+    ``title_counts`` (doc x term, same columns) adds the title field; with
+    ``title_weight > 0`` the tf above becomes BM25F's pseudo-frequency (see
+    ``_field_weights``). idf stays the body's: the body text holds the titles too.
     """
 
     def __init__(
@@ -131,6 +235,10 @@ class SparseBM25:
         *,
         counts: sp.csr_matrix | None = None,
         terms: Sequence[str] | None = None,
+        title_counts: sp.csr_matrix | None = None,
+        title_tokens: Sequence[Sequence[str]] | None = None,
+        title_weight: float = 0.0,
+        title_b: float = 0.75,
     ) -> None:
         if (docs_tokens is None) == (counts is None):
             raise ValueError("pass either docs_tokens or counts= with terms=")
@@ -138,12 +246,28 @@ class SparseBM25:
             counts, terms = count_matrix(docs_tokens or [])
         if terms is None or len(terms) != counts.shape[1]:
             raise ValueError("terms= must name every column of counts=")
+        if title_tokens is not None:
+            if title_counts is not None:
+                raise ValueError("pass title_tokens= or title_counts=, not both")
+            title_counts = aligned_counts(title_tokens, terms)
+        if title_counts is not None and title_counts.shape != counts.shape:
+            raise ValueError(
+                f"title_counts= must have the shape of counts= {counts.shape}; "
+                f"got {title_counts.shape}"
+            )
+        if title_weight < 0 or not 0 <= title_b <= 1:
+            raise ValueError("title_weight must be >= 0 and title_b within [0, 1]")
+        self.params = BM25Params(float(k1), float(b), float(title_weight), float(title_b))
         self.k1, self.b, self.epsilon = float(k1), float(b), float(epsilon)
         self.counts: sp.csr_matrix = counts
+        self.title_counts: sp.csr_matrix | None = title_counts
         self.terms: list[str] = list(terms)
         self.term_index = {t: i for i, t in enumerate(self.terms)}
         self.n_docs = counts.shape[0]
         self.doc_len = np.asarray(counts.sum(axis=1)).ravel()
+        self.title_len = (
+            np.asarray(title_counts.sum(axis=1)).ravel() if title_counts is not None else None
+        )
         self.avgdl = float(self.doc_len.sum() / self.n_docs) if self.n_docs else 0.0
         df = np.bincount(counts.indices, minlength=counts.shape[1]).astype(np.float64)
         idf = np.log(self.n_docs - df + 0.5) - np.log(df + 0.5)
@@ -151,34 +275,37 @@ class SparseBM25:
         idf[idf < 0] = self.epsilon * avg_idf
         self.idf = idf
         self._weights_cache: sp.csr_matrix | None = None
+        self._term_major_cache: tuple[sp.csr_matrix, sp.csr_matrix | None] | None = None
+
+    @property
+    def has_title(self) -> bool:
+        return self.title_counts is not None
 
     @property
     def _weights(self) -> sp.csr_matrix:
         # Computed on first query: k1/b sweeps build several of these from shared counts.
         # A race only computes the same matrix twice.
         if self._weights_cache is None:
-            self._weights_cache = self._term_major_weights()
+            body, title = self.term_major_counts()
+            self._weights_cache = _field_weights(
+                body, title, self.doc_len, self.title_len, self.params
+            )
         return self._weights_cache
 
-    def _term_major_weights(self) -> sp.csr_matrix:
-        c = self.counts
-        if self.avgdl == 0.0:
-            return sp.csr_matrix((c.shape[1], c.shape[0]), dtype=np.float64)
-        row_of = np.repeat(np.arange(c.shape[0]), np.diff(c.indptr))
-        tf = c.data
-        norm = self.k1 * (1 - self.b + self.b * self.doc_len[row_of] / self.avgdl)
-        w = tf * (self.k1 + 1) / (tf + norm)
-        weighted = sp.csr_matrix((w, c.indices, c.indptr), shape=c.shape)
-        return weighted.T.tocsr()  # term-major: row t lists the docs containing t
+    def term_major_counts(self) -> tuple[sp.csr_matrix, sp.csr_matrix | None]:
+        """(body, title) counts as term x doc CSR (row t lists the docs containing t)."""
+        if self._term_major_cache is None:
+            title = self.title_counts.T.tocsr() if self.title_counts is not None else None
+            self._term_major_cache = (self.counts.T.tocsr(), title)
+        return self._term_major_cache
 
     def _accumulate(self, query_tokens: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         scores = np.zeros(self.n_docs, dtype=np.float64)
         touched: list[np.ndarray] = []
         wt = self._weights
-        for tok, qf in Counter(query_tokens).items():
-            t = self.term_index.get(tok)
-            if t is None:
-                continue
+        # Terms in column order, as a sparse product sums them: BatchScorer gives the same bits.
+        qf_of = Counter(t for t in map(self.term_index.get, query_tokens) if t is not None)
+        for t, qf in sorted(qf_of.items()):
             s, e = wt.indptr[t], wt.indptr[t + 1]
             docs = wt.indices[s:e]
             scores[docs] += (qf * self.idf[t]) * wt.data[s:e]
@@ -201,28 +328,115 @@ class SparseBM25:
         """The term counts (not k1/b, which are applied at load) as an .npz payload."""
         buf = io.BytesIO()
         c = self.counts
-        np.savez(
-            buf,
-            data=c.data,
-            indices=c.indices,
-            indptr=c.indptr,
-            shape=np.array(c.shape, dtype=np.int64),
-            terms=np.frombuffer(json.dumps(self.terms, ensure_ascii=False).encode(), np.uint8),
-        )
+        arrays: dict[str, np.ndarray] = {
+            "data": c.data,
+            "indices": c.indices,
+            "indptr": c.indptr,
+            "shape": np.array(c.shape, dtype=np.int64),
+            "terms": np.frombuffer(json.dumps(self.terms, ensure_ascii=False).encode(), np.uint8),
+        }
+        if self.title_counts is not None:
+            t = self.title_counts
+            arrays |= {"title_data": t.data, "title_indices": t.indices, "title_indptr": t.indptr}
+        np.savez(buf, **arrays)  # type: ignore[arg-type]
         return buf.getvalue()
 
     @classmethod
     def from_bytes(cls, payload: bytes, k1: float, b: float) -> SparseBM25:
+        """Counts saved by ``to_bytes``; ``has_title`` is False for payloads saved without."""
         z = np.load(io.BytesIO(payload))
-        counts = sp.csr_matrix(
-            (z["data"], z["indices"], z["indptr"]), shape=tuple(int(x) for x in z["shape"])
-        )
+        shape = tuple(int(x) for x in z["shape"])
+        counts = sp.csr_matrix((z["data"], z["indices"], z["indptr"]), shape=shape)
+        title = None
+        if "title_data" in z.files:
+            title = sp.csr_matrix(
+                (z["title_data"], z["title_indices"], z["title_indptr"]), shape=shape
+            )
         terms = json.loads(z["terms"].tobytes().decode())
-        return cls(counts=counts, terms=terms, k1=k1, b=b)
+        return cls(counts=counts, terms=terms, k1=k1, b=b, title_counts=title)
 
-    def with_params(self, k1: float, b: float) -> SparseBM25:
-        """Same corpus, other k1/b (shares the count matrix; recomputes the weights)."""
-        return SparseBM25(counts=self.counts, terms=self.terms, k1=k1, b=b, epsilon=self.epsilon)
+    def with_title(self, title_counts: sp.csr_matrix) -> SparseBM25:
+        """Same corpus and parameters with this title field (counts over ``self.terms``)."""
+        p = self.params
+        return SparseBM25(
+            counts=self.counts,
+            terms=self.terms,
+            k1=p.k1,
+            b=p.b,
+            epsilon=self.epsilon,
+            title_counts=title_counts,
+            title_weight=p.title_weight,
+            title_b=p.title_b,
+        )
+
+    def with_params(
+        self, k1: float, b: float, title_weight: float = 0.0, title_b: float = 0.75
+    ) -> SparseBM25:
+        """Same corpus, other parameters (shares the count matrices; recomputes the weights)."""
+        out = SparseBM25(
+            counts=self.counts,
+            terms=self.terms,
+            k1=k1,
+            b=b,
+            epsilon=self.epsilon,
+            title_counts=self.title_counts,
+            title_weight=title_weight,
+            title_b=title_b,
+        )
+        out._term_major_cache = self._term_major_cache
+        return out
+
+
+class BatchScorer:
+    """Top-n of many queries under many parameter settings, one sparse product per setting.
+
+    The query terms' rows of the term-major counts are cut once; a setting re-weights only
+    those rows and multiplies the (query x term) matrix of qf * idf by them. Scores equal
+    ``SparseBM25.with_params(...).top_n`` bit for bit (same terms summed in the same order).
+    """
+
+    def __init__(self, bm25: SparseBM25, queries: Sequence[Sequence[str]]) -> None:
+        self.bm25 = bm25
+        self.n_queries = len(queries)
+        rows: list[int] = []
+        cols: list[int] = []
+        for qi, q in enumerate(queries):
+            for tok in q:
+                t = bm25.term_index.get(tok)
+                if t is not None:
+                    rows.append(qi)
+                    cols.append(t)
+        used = np.unique(np.asarray(cols, dtype=np.int64))
+        local = np.searchsorted(used, np.asarray(cols, dtype=np.int64))
+        qf = sp.coo_matrix(
+            (np.ones(len(rows)), (np.asarray(rows, dtype=np.int64), local)),
+            shape=(self.n_queries, len(used)),
+        ).tocsr()
+        qf.sum_duplicates()
+        qf.sort_indices()
+        qf.data = qf.data * bm25.idf[used][qf.indices]
+        self._query = qf
+        body, title = bm25.term_major_counts()
+        self._body = body[used]
+        self._title = title[used] if title is not None else None
+
+    def top_n(
+        self, params: BM25Params, n: int, allowed_mask: np.ndarray | None = None
+    ) -> list[list[tuple[int, float]]]:
+        """Per query, the best ``n`` (doc index, score) with score > 0, ties by doc index."""
+        b = self.bm25
+        weights = _field_weights(self._body, self._title, b.doc_len, b.title_len, params)
+        scores = (self._query @ weights).tocsr()
+        out: list[list[tuple[int, float]]] = []
+        for qi in range(self.n_queries):
+            s, e = scores.indptr[qi], scores.indptr[qi + 1]
+            docs, vals = scores.indices[s:e], scores.data[s:e]
+            keep = vals > 0
+            if allowed_mask is not None:
+                keep &= allowed_mask[docs]
+            docs, vals = top_n(docs[keep].astype(np.int64), vals[keep], n)
+            out.append([(int(d), float(v)) for d, v in zip(docs, vals, strict=True)])
+        return out
 
 
 class RankBM25Reference:

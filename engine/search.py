@@ -63,7 +63,15 @@ from engine.indexer import (
     require_manifest,
     split_lexical_payload,
 )
-from engine.lexical import BM25Index, RankBM25Reference, SparseBM25, tokenize, warm_up
+from engine.lexical import (
+    BM25Index,
+    RankBM25Reference,
+    SparseBM25,
+    aligned_counts,
+    title_tokens,
+    tokenize,
+    warm_up,
+)
 from engine.pipeline import Candidates, Ranked, compose, pool_size
 from engine.store import FILTER_KEYS, META_COLUMNS, Location, Store, filter_sql, vectors_of
 from engine.topn import top_n
@@ -185,21 +193,29 @@ class IndexSnapshot:
 
     def bm25(self, cfg: LexicalConfig) -> BM25Index:
         """The BM25 index for this lexical config (memoised; k1/b re-weight shared counts)."""
-        key = (cfg.backend, cfg.tokenizer, cfg.k1, cfg.b)
+        key = (cfg.backend, cfg.tokenizer, cfg.k1, cfg.b, cfg.title_weight, cfg.title_b)
         with self._lock:
             hit = self._bm25.get(key)
             if hit is not None:
                 return hit
+        params = (cfg.k1, cfg.b, cfg.title_weight, cfg.title_b)
         if cfg.tokenizer == self.manifest.tokenizer and cfg.backend == "sparse":
-            built: BM25Index = self.lexical.with_params(cfg.k1, cfg.b)
+            built: BM25Index = self.lexical.with_params(*params)
         else:
             docs = self._documents(cfg.tokenizer)
             if cfg.backend == "sparse":
-                built = SparseBM25(docs, k1=cfg.k1, b=cfg.b)
+                titles = title_tokens(self._breadcrumbs(), cfg.tokenizer)
+                plain = SparseBM25(docs, title_tokens=titles)
+                built = plain.with_params(*params)
             else:
+                # The reference is plain BM25: it checks the title_weight == 0 case only.
                 built = RankBM25Reference(docs, k1=cfg.k1, b=cfg.b)
         with self._lock:
             return self._bm25.setdefault(key, built)
+
+    def _breadcrumbs(self) -> list[list[str]]:
+        """Breadcrumb titles in row order (the BM25F title field's text)."""
+        return [json.loads(b or "[]") for b in self.meta.column("breadcrumb").to_pylist()]
 
     def _documents(self, tokenizer: str) -> list[list[str]]:
         """Token lists in row order: stored tokens, or the text re-tokenized if needed."""
@@ -243,6 +259,11 @@ def load_snapshot(store: Store, loc: Location, manifest: Manifest) -> IndexSnaps
     meta = data.select([c for c in META_COLUMNS if c not in ("content_hash", "row_hash")])
     meta = meta.take(pa.array(idx)) if len(idx) else meta
     lexical = _load_lexical(loc, manifest, ids, tbl)
+    if not lexical.has_title:
+        # An index cached before the title field: segment the stored breadcrumbs once.
+        crumbs = [json.loads(b or "[]") for b in meta.column("breadcrumb").to_pylist()]
+        titles = aligned_counts(title_tokens(crumbs, manifest.tokenizer), lexical.terms)
+        lexical = lexical.with_title(titles)
     vocab = None
     if manifest.vocab_terms_file and manifest.vocab_vectors_file:
         terms = loc.read_text(manifest.vocab_terms_file)

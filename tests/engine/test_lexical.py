@@ -10,9 +10,13 @@ from hypothesis import strategies as st
 from rank_bm25 import BM25Okapi
 
 from engine.lexical import (
+    BatchScorer,
+    BM25Params,
     RankBM25Reference,
     SparseBM25,
+    aligned_counts,
     make_bm25,
+    title_tokens,
     tokenize,
 )
 
@@ -190,3 +194,99 @@ def test_property_equals_bm25okapi(docs: list, query: list, k1: float, b: float)
     # denominator is 0); such a document matches nothing, so we score it 0.
     ref = np.nan_to_num(ref, nan=0.0)
     np.testing.assert_allclose(SparseBM25(docs, k1=k1, b=b).get_scores(query), ref, atol=1e-9)
+
+
+def test_title_tokens_segment_each_breadcrumb_title() -> None:
+    assert title_tokens([["检索手册", "查询扩展"], [], ["检索手册"]]) == [
+        ["检索", "手册", "查询", "扩展"],
+        [],
+        ["检索", "手册"],
+    ]
+
+
+def test_aligned_counts_drop_terms_outside_the_body_vocabulary() -> None:
+    counts = aligned_counts([["a", "zz", "a"], ["b"]], ["a", "b"])
+    assert counts.toarray().tolist() == [[2.0, 0.0], [0.0, 1.0]]
+
+
+def test_title_weight_zero_is_plain_bm25_bit_for_bit() -> None:
+    docs = [tokenize(t) for t in CORPUS]
+    titles = [tokenize(t[:4]) for t in CORPUS]
+    plain = SparseBM25(docs, k1=1.2, b=0.6)
+    fielded = SparseBM25(docs, k1=1.2, b=0.6, title_tokens=titles, title_weight=0.0)
+    ref = BM25Okapi(docs, k1=1.2, b=0.6)
+    for q in QUERIES:
+        toks = tokenize(q)
+        assert np.array_equal(fielded.get_scores(toks), plain.get_scores(toks))
+        np.testing.assert_allclose(fielded.get_scores(toks), ref.get_scores(toks), atol=1e-9)
+
+
+def test_hand_computed_bm25f_score() -> None:
+    # Title field: doc 0 says "a" once (its body too), doc 1 has an empty title.
+    docs = [["a", "b"], ["c", "d", "e", "f"], ["g", "h"]]
+    bm = SparseBM25(
+        docs, k1=1.5, b=0.5, title_tokens=[["a"], [], ["g"]], title_weight=2.0, title_b=1.0
+    )
+    idf = math.log(2.5 / 1.5)  # N=3, df(a)=1
+    # body: len 2, avgdl 8/3 -> B = 0.5 + 0.5 * 2 / (8/3) = 0.875; tf/B = 1/0.875.
+    # title: len 1, avg 2/3 -> B_t = 1 / (2/3) = 1.5; weighted 2 * 1 / 1.5.
+    tf = 1 / 0.875 + 2 * 1 / 1.5
+    expected = idf * tf * 2.5 / (tf + 1.5)
+    assert bm.get_scores(["a"])[0] == pytest.approx(expected, rel=1e-12)
+    assert bm.get_scores(["a"])[1] == 0.0
+
+
+def test_title_weight_lifts_a_chapter_whose_title_matches() -> None:
+    # Chapter 0 mentions 监控 twice in passing; chapter 1 is *about* it (title) once.
+    docs = [["部署", "监控", "监控", "集群"], ["监控", "告警"], ["备份"], ["恢复"], ["升级"]]
+    titles = [["部署"], ["监控"], ["备份"], ["恢复"], ["升级"]]
+    plain = SparseBM25(docs, title_tokens=titles)
+    assert [d for d, _ in plain.top_n(["监控"], 2)] == [0, 1]
+    weighted = plain.with_params(1.5, 0.75, title_weight=3.0)
+    assert [d for d, _ in weighted.top_n(["监控"], 2)] == [1, 0]
+
+
+def test_title_counts_survive_serialisation_and_with_params() -> None:
+    docs = [tokenize(t) for t in CORPUS]
+    titles = [tokenize(t[:4]) for t in CORPUS]
+    bm = SparseBM25(docs, title_tokens=titles)
+    back = SparseBM25.from_bytes(bm.to_bytes(), k1=1.5, b=0.75)
+    assert back.has_title
+    a = bm.with_params(1.1, 0.4, title_weight=2.5, title_b=0.3)
+    b = back.with_params(1.1, 0.4, title_weight=2.5, title_b=0.3)
+    for q in QUERIES:
+        assert np.array_equal(a.get_scores(tokenize(q)), b.get_scores(tokenize(q)))
+    plain = SparseBM25(docs)
+    assert not SparseBM25.from_bytes(plain.to_bytes(), k1=1.5, b=0.75).has_title
+
+
+def test_title_field_rejects_bad_shapes_and_params() -> None:
+    bm = SparseBM25([["a"], ["b"]])
+    with pytest.raises(ValueError, match="shape"):
+        bm.with_title(aligned_counts([["a"]], ["a", "b"]))
+    with pytest.raises(ValueError, match="title_weight"):
+        SparseBM25([["a"]], title_tokens=[["a"]], title_weight=-1.0)
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        BM25Params(),
+        BM25Params(k1=0.9, b=0.3),
+        BM25Params(k1=1.2, b=0.75, title_weight=2.0, title_b=0.5),
+        BM25Params(k1=2.0, b=1.0, title_weight=0.5, title_b=0.0),
+    ],
+)
+def test_batch_scorer_equals_the_per_query_scorer(params: BM25Params) -> None:
+    rng = random.Random(7)
+    vocab = [f"w{i}" for i in range(60)]
+    docs = [rng.choices(vocab, k=rng.randint(0, 30)) for _ in range(300)]
+    titles = [rng.choices(vocab, k=rng.randint(0, 4)) for _ in range(300)]
+    queries = [rng.choices([*vocab, "unknown"], k=rng.randint(0, 5)) for _ in range(80)]
+    bm = SparseBM25(docs, title_tokens=titles)
+    single = bm.with_params(params.k1, params.b, params.title_weight, params.title_b)
+    mask = np.array([rng.random() < 0.8 for _ in range(300)])
+    batch = BatchScorer(bm, queries)
+    for allowed in (None, mask):
+        got = batch.top_n(params, 10, allowed)
+        assert got == [single.top_n(q, 10, allowed) for q in queries]
