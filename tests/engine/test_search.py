@@ -378,3 +378,22 @@ def test_remote_embedder_runs_channels_side_by_side_with_equal_results(
         b = remote.candidates(q, pool=20)
         assert (a.vector, a.bm25, a.expansion_terms) == (b.vector, b.bm25, b.expansion_terms)
     assert remote._shared._executor is not None and engine._shared._executor is None
+
+
+def test_title_weight_reweights_stored_counts_without_reindexing(built: tuple[Path, Path]) -> None:
+    kb_dir, idx = built
+    plain = Engine.open(kb_dir, idx, HASH_CFG)
+    snap = plain._shared.current().snapshot
+    # The indexer cached the title field beside the body counts.
+    assert snap.lexical.has_title
+    assert snap.lexical.title_counts.sum() > 0
+    titled = plain.with_config(HASH_CFG.with_overrides({"lexical.title_weight": 3.0}))
+    a = plain.candidates("切块", pool=20, mode="keyword").bm25
+    b = titled.candidates("切块", pool=20, mode="keyword").bm25
+    assert {n for n, _ in a} == {n for n, _ in b}  # same matches, other scores
+    assert a != b
+    # title_weight 0 is plain BM25 over the body: same as the rank_bm25 reference.
+    ref = plain.with_config(HASH_CFG.with_overrides({"lexical.backend": "rank_bm25"}))
+    c = ref.candidates("切块", pool=20, mode="keyword").bm25
+    assert [n for n, _ in a] == [n for n, _ in c]
+    np.testing.assert_allclose([s for _, s in a], [s for _, s in c], rtol=1e-9)
