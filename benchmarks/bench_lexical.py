@@ -117,11 +117,15 @@ def study(kb_dir: str, index: str, dataset: str, log: Callable[[str], None]) -> 
             docs = [tokenize(fn(n), tok) if n else [] for n in nodes]
             corpora[name] = SparseBM25(docs, title_tokens=titles)
 
+    scorers: dict[tuple[str, bool], BatchScorer] = {}
+
     def run(corpus: str, params: BM25Params, expand: bool) -> dict:
-        bm = corpora[corpus]
-        t = time.perf_counter()
-        hits = BatchScorer(bm, qtokens(expand)).top_n(params, pool)
-        ms = (time.perf_counter() - t) * 1000
+        key = (corpus, expand)
+        if key not in scorers:
+            scorers[key] = BatchScorer(corpora[corpus], qtokens(expand))
+        t = time.process_time()
+        hits = scorers[key].top_n(params, pool)
+        ms = (time.process_time() - t) * 1000  # CPU ms: the wall clock is shared here
         cands = {
             q: Candidates(
                 query=q,
@@ -142,7 +146,7 @@ def study(kb_dir: str, index: str, dataset: str, log: Callable[[str], None]) -> 
             }
         )
         out = _score(engine, gs, cfg, cands)
-        out["batch_ms"] = round(ms, 1)
+        out["batch_cpu_ms"] = round(ms, 1)
         return out
 
     rows: list[dict] = []
@@ -172,7 +176,7 @@ def study(kb_dir: str, index: str, dataset: str, log: Callable[[str], None]) -> 
     return {"queries": len(queries), "chapters": snap.rows, "rows": rows}
 
 
-def batch_timing(n_docs: int = 14_000, n_queries: int = 1_000, settings: int = 20) -> dict:
+def batch_timing(n_docs: int = 14_000, n_queries: int = 1_000, settings: int = 10) -> dict:
     """Seconds per parameter setting of ``BatchScorer`` on a synthetic Zipf corpus.
 
     14k chapters of ~300 tokens over a 60k-term vocabulary, 1,000 queries of ~8 tokens
@@ -198,15 +202,19 @@ def batch_timing(n_docs: int = 14_000, n_queries: int = 1_000, settings: int = 2
         BM25Params(k1=0.6 + 0.1 * i, b=0.3 + 0.03 * i, title_weight=0.5 * (i % 5), title_b=0.5)
         for i in range(settings)
     ]
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     for p in grid:
         scorer.top_n(p, MAX_CACHED_POOL)
-    per = (time.perf_counter() - t) / settings
+    wall = (time.perf_counter() - t) / settings
+    cpu = (time.process_time() - c) / settings
+    # CPU seconds too: on a shared machine the wall clock mostly measures the neighbours.
     return {
         "docs": n_docs,
         "queries": n_queries,
+        "top_n": MAX_CACHED_POOL,
         "setup_s": round(setup, 3),
-        "per_setting_s": round(per, 3),
+        "per_setting_wall_s": round(wall, 3),
+        "per_setting_cpu_s": round(cpu, 3),
     }
 
 

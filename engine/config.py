@@ -55,18 +55,24 @@ class LexicalConfig:
     b: float = _num(0.75, 0.0, 1.0)
     tokenizer: str = _choice("jieba-search", "jieba", default="jieba-search")
     # "sparse": our scipy-sparse BM25 (same formula as rank_bm25's BM25Okapi, scales);
-    # "rank_bm25": the reference implementation, slow at scale, kept for checking.
+    # "rank_bm25": the reference implementation, slow at scale, kept for checking (plain
+    # BM25: it ignores title_weight, so compare it with title_weight 0).
     backend: str = _choice("sparse", "rank_bm25", default="sparse")
     # BM25F title field (the chapter's breadcrumb titles): its weight against the body's 1
     # and its own length normalisation. 0 = plain BM25 over the body (which holds the
     # titles too). Applied to stored counts: changing either needs no re-indexing.
-    title_weight: float = _num(0.0, 0.0, 100.0)
+    # 2 / 0.75 raised keyword MRR on the CMRC trial, the wiki and a product FAQ set alike
+    # (benchmarks/results/lexical_*.json; the README's lexical section).
+    title_weight: float = _num(2.0, 0.0, 100.0)
     title_b: float = _num(0.75, 0.0, 1.0)
 
 
 @dataclass(frozen=True)
 class ExpansionConfig:
-    enabled: bool = True
+    # Off by default: adding the nearest KB terms to the BM25 query lowered keyword and
+    # hybrid MRR on every question set measured (benchmarks/bench_lexical.py, issue 11).
+    # Kept tunable: a corpus full of synonyms may still gain from it.
+    enabled: bool = False
     threshold: float = _num(0.75, 0.0, 1.0)
     max_terms: int = _num(6, 0, 50)
     use_fallback_dictionary: bool = True

@@ -14,6 +14,7 @@ saturation. At ``title_weight == 0`` it is the plain BM25 above, bit for bit.
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import re
 import threading
@@ -426,17 +427,41 @@ class BatchScorer:
         """Per query, the best ``n`` (doc index, score) with score > 0, ties by doc index."""
         b = self.bm25
         weights = _field_weights(self._body, self._title, b.doc_len, b.title_len, params)
-        scores = (self._query @ weights).tocsr()
         out: list[list[tuple[int, float]]] = []
-        for qi in range(self.n_queries):
-            s, e = scores.indptr[qi], scores.indptr[qi + 1]
-            docs, vals = scores.indices[s:e], scores.data[s:e]
-            keep = vals > 0
-            if allowed_mask is not None:
-                keep &= allowed_mask[docs]
-            docs, vals = top_n(docs[keep].astype(np.int64), vals[keep], n)
-            out.append([(int(d), float(v)) for d, v in zip(docs, vals, strict=True)])
+        # Common query terms touch most chapters, so the score matrix is nearly dense: select
+        # on dense blocks of rows (bounded memory) with one vectorised partition per block
+        # instead of a Python-level top-n per query (5x slower at 14k chapters).
+        step = max(1, _BLOCK_CELLS // max(1, b.n_docs))
+        for start in range(0, self.n_queries, step):
+            block = (self._query[start : start + step] @ weights).toarray()
+            out.extend(_block_top(block, n, allowed_mask))
         return out
+
+
+_BLOCK_CELLS = 4_000_000  # score cells per dense block (32 MB of float64)
+
+
+def _block_top(
+    scores: np.ndarray, n: int, allowed_mask: np.ndarray | None
+) -> list[list[tuple[int, float]]]:
+    """Row-wise ``_top``: score > 0, allowed, score descending then column ascending."""
+    n_rows, n_cols = scores.shape
+    if n <= 0 or n_cols == 0:
+        return [[] for _ in range(n_rows)]
+    if allowed_mask is not None:
+        scores[:, ~allowed_mask] = 0.0
+    keep = scores > 0
+    if n_cols > n:
+        # Everything tied with the n-th best stays in, so the exact tie-break below holds.
+        kth = np.partition(scores, n_cols - n, axis=1)[:, n_cols - n]
+        keep &= scores >= kth[:, None]
+    rows, cols = np.nonzero(keep)
+    vals = scores[rows, cols]
+    order = np.lexsort((cols, -vals, rows))
+    rows, cols, vals = rows[order], cols[order], vals[order]
+    bounds = np.searchsorted(rows, np.arange(n_rows + 1))
+    cut = [(s, min(s + n, e)) for s, e in itertools.pairwise(bounds.tolist())]
+    return [list(zip(cols[s:m].tolist(), vals[s:m].tolist(), strict=True)) for s, m in cut]
 
 
 class RankBM25Reference:

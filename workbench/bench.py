@@ -22,6 +22,7 @@ what the evaluator does without model calls: 1,000 queries, an experiment, a 25-
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 import re
@@ -704,7 +705,9 @@ def run_bench(
             out["bm25_reference_docs"] = f"sample of {bm25_sample} (seed {seed})"
         else:
             sample_docs, sample_ids = docs, ids
-            ours = engine._shared.current().snapshot.bm25(cfg.lexical)
+            # rank_bm25 is plain BM25: compare with the title field weighted 0.
+            plain = dataclasses.replace(cfg.lexical, title_weight=0.0)
+            ours = engine._shared.current().snapshot.bm25(plain)
             out["bm25_reference_docs"] = f"all {len(docs)} (the engine's own BM25 index)"
         ref = BM25Okapi(sample_docs, k1=cfg.lexical.k1, b=cfg.lexical.b)
         agree = []

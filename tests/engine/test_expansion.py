@@ -127,10 +127,10 @@ def test_fallback_dictionary() -> None:
 
 def test_expand_query_chooses_vocabulary_then_dictionary() -> None:
     emb = TableEmbedder()
-    cfg = ExpansionConfig()
+    cfg = ExpansionConfig(enabled=True)  # off by default
     vocab = _vocab(["召回", "搜索"])
     assert expand_query("检索", cfg, emb, vocab) == ["召回", "搜索"]
     assert expand_query("检索", cfg, emb, None)[:2] == ["搜索", "召回"]  # dictionary
-    no_dict = ExpansionConfig(use_fallback_dictionary=False)
+    no_dict = ExpansionConfig(enabled=True, use_fallback_dictionary=False)
     assert expand_query("检索", no_dict, emb, None) == []
     assert expand_query("检索", ExpansionConfig(enabled=False), emb, vocab) == []

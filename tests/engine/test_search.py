@@ -93,7 +93,8 @@ def test_modes_use_one_channel(engine: Engine) -> None:
 
 def test_expansion_feeds_bm25_only(built: tuple[Path, Path]) -> None:
     kb_dir, idx = built
-    on = Engine.open(kb_dir, idx, HASH_CFG.with_overrides({"expansion.threshold": 0.3}))
+    expand = {"expansion.enabled": True, "expansion.threshold": 0.3}
+    on = Engine.open(kb_dir, idx, HASH_CFG.with_overrides(expand))
     off = on.with_config(HASH_CFG.with_overrides({"expansion.enabled": False}))
     a, b = on.candidates("重排模型", pool=20), off.candidates("重排模型", pool=20)
     assert a.expansion_terms and not b.expansion_terms
@@ -382,18 +383,19 @@ def test_remote_embedder_runs_channels_side_by_side_with_equal_results(
 
 def test_title_weight_reweights_stored_counts_without_reindexing(built: tuple[Path, Path]) -> None:
     kb_dir, idx = built
-    plain = Engine.open(kb_dir, idx, HASH_CFG)
+    plain_cfg = HASH_CFG.with_overrides({"lexical.title_weight": 0.0})
+    plain = Engine.open(kb_dir, idx, plain_cfg)
     snap = plain._shared.current().snapshot
     # The indexer cached the title field beside the body counts.
     assert snap.lexical.has_title
     assert snap.lexical.title_counts.sum() > 0
-    titled = plain.with_config(HASH_CFG.with_overrides({"lexical.title_weight": 3.0}))
+    titled = plain.with_config(plain_cfg.with_overrides({"lexical.title_weight": 3.0}))
     a = plain.candidates("切块", pool=20, mode="keyword").bm25
     b = titled.candidates("切块", pool=20, mode="keyword").bm25
     assert {n for n, _ in a} == {n for n, _ in b}  # same matches, other scores
     assert a != b
     # title_weight 0 is plain BM25 over the body: same as the rank_bm25 reference.
-    ref = plain.with_config(HASH_CFG.with_overrides({"lexical.backend": "rank_bm25"}))
+    ref = plain.with_config(plain_cfg.with_overrides({"lexical.backend": "rank_bm25"}))
     c = ref.candidates("切块", pool=20, mode="keyword").bm25
     assert [n for n, _ in a] == [n for n, _ in c]
     np.testing.assert_allclose([s for _, s in a], [s for _, s in c], rtol=1e-9)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from streamlit.testing.v1 import AppTest
 
-from tests.ui.conftest import APP
+from engine.config import EngineConfig
+from tests.ui.conftest import APP, FAST
 
 TIMEOUT = 60
 
@@ -355,3 +356,16 @@ def test_chat_conversations_are_kept_reopened_and_replayed(ui_copy):
     at.button(key="chat_replay_run").click().run()
     assert not at.exception
     assert "answers unchanged" in texts(at)
+
+
+def test_knowledge_base_search_shows_query_expansion_terms_when_on(ui_copy):
+    # Expansion is off by default (measured to hurt); a config that turns it on must still
+    # show the user which terms were added to the keyword query.
+    on = {**FAST, "expansion.enabled": True, "expansion.threshold": 0.3}
+    EngineConfig().with_overrides(on).save(ui_copy["experiments"] / "kb" / "baseline.yaml")
+    at = open_page("knowledge_base")
+    at.text_input(key="kb_query").input("MCP 传输方式")
+    at.button[0].click().run()
+    assert not at.exception
+    caption = next(c.value for c in at.caption if "results in" in c.value)
+    assert " · expansion: " in caption, caption

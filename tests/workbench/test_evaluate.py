@@ -34,8 +34,9 @@ CONFIGS = [
     {"search.top_k": 3},
     {"search.mode": "vector"},
     {"search.mode": "keyword"},
-    {"expansion.enabled": False},
+    {"expansion.enabled": True},
     {"lexical.k1": 0.9, "lexical.b": 0.3},
+    {"lexical.title_weight": 2.0, "lexical.title_b": 0.3},
 ]
 
 
