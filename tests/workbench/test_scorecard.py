@@ -254,12 +254,14 @@ def test_chunking_evidence_counts():
 def test_architecture_scores_what_capabilities_contribute_not_what_is_switched_on():
     better_keyword = _rows([1, 1, 1, 0.5, 0.5], [1, 1, 1, 0.5, 0.5], [1, 1, 1, 1, 1])
     no_expansion = _rows([1, 1, 0.5, 0.5, 0.5], [1, 1, 1, 0.5, 0.5], [1, 1, 1, 1, 1])
+    expanding = EngineConfig().with_overrides({"expansion.enabled": True})  # off by default
     d = _card(
+        run=_run(MAIN, cfg=expanding),
         extra_runs={
             "vector": _run(VECTOR, mode="vector"),
             "keyword": _run(better_keyword, mode="keyword"),
             "ablate_expansion": _run(no_expansion),
-        }
+        },
     ).dimension("architecture")
     # hybrid (0.6) loses to keyword (0.8) and expansion costs 0.15: both on, both hurt
     assert d.evidence["hybrid"].startswith("on, hurts")
