@@ -160,7 +160,7 @@ def study(kb_dir: str, index: str, dataset: str, log: Callable[[str], None]) -> 
         )
 
     plain = BM25Params()
-    record("default (expansion on)", "full", plain, True)
+    record("expansion on (the old default)", "full", plain, True)
     record("expansion off", "full", plain, False)
     for corpus in corpora:
         if corpus != "full":

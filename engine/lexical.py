@@ -430,7 +430,7 @@ class BatchScorer:
         out: list[list[tuple[int, float]]] = []
         # Common query terms touch most chapters, so the score matrix is nearly dense: select
         # on dense blocks of rows (bounded memory) with one vectorised partition per block
-        # instead of a Python-level top-n per query (5x slower at 14k chapters).
+        # instead of a Python-level top-n per query (which took most of the time).
         step = max(1, _BLOCK_CELLS // max(1, b.n_docs))
         for start in range(0, self.n_queries, step):
             block = (self._query[start : start + step] @ weights).toarray()
