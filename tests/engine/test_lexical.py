@@ -161,19 +161,18 @@ def test_make_bm25_backends_agree() -> None:
 
 
 @pytest.mark.slow
-def test_sparse_bm25_scales_to_100k_documents() -> None:
-    import time
-
+def test_sparse_bm25_top_n_is_exact_at_100k_documents() -> None:
+    # Speed at this size is a benchmark's job (wikirag bench), not a timed test: under load a
+    # time limit fails for no reason. What must hold at scale is exactness.
     docs = _synthetic_corpus(100_000, seed=3)
-    t0 = time.perf_counter()
     bm = SparseBM25(docs)
-    build_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
     for q in (["检索", "向量"], ["词5", "词17", "召回"], ["重排"]):
-        bm.top_n(q, 10)
-    query_ms = (time.perf_counter() - t0) / 3 * 1000
-    assert build_s < 60
-    assert query_ms < 200
+        scores = bm.get_scores(q)
+        top = bm.top_n(q, 10)
+        assert len(top) == 10
+        got = [s for _, s in top]
+        assert got == sorted(got, reverse=True)
+        assert got == pytest.approx(sorted(scores, reverse=True)[:10])
 
 
 _tok = st.sampled_from(["检索", "向量", "重排", "切块", "a", "b", "c"])
