@@ -41,5 +41,6 @@ def test_uncached_latency_is_the_stage_timings_not_wall_time_plus_warm_up() -> N
     again = Evaluator(SlowEngine(), cache).run(gs, cfg)
     assert again.cache_misses == 0
     (r1,), (r2,) = first.results, again.results
-    assert 10.0 <= r1.latency_ms < 60.0, r1.latency_ms
-    assert abs(r1.latency_ms - r2.latency_ms) < 50.0
+    # far below the 300 ms sleeps (wall time + warm-up would be >= 600 ms); loose under load
+    assert 10.0 <= r1.latency_ms < 250.0, r1.latency_ms
+    assert abs(r1.latency_ms - r2.latency_ms) < 200.0
