@@ -31,5 +31,5 @@ def test_a_remote_image_in_the_model_answer_is_not_rendered(ui_copy, monkeypatch
         assert srv.tasks(), "the page did not call the LLM"
     assert not at.exception
     shown = "\n".join(str(m.value) for m in at.markdown)
-    assert "父子块 [1]" in shown
+    assert "父子块 [\\[1\\]](knowledge_base?node=" in shown  # the marker links its chapter
     assert "attacker.example" not in shown and "![" not in shown

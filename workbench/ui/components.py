@@ -495,8 +495,29 @@ def decision(result: Any) -> None:
     )
 
 
-def chat_turn(i: int, turn: Mapping[str, Any], kb: Any) -> bool:
-    """One question and its answer with citations, sources and trace; True on "bad answer"."""
+def link_citations(text: str, citations: Sequence[Mapping[str, Any]]) -> str:
+    """Turn each ``[n]`` marker into a link to its chapter in the Knowledge base page (a
+    relative link: it cannot leave the workbench)."""
+    import re
+    from urllib.parse import quote
+
+    targets = {int(c["n"]): str(c["node_id"]) for c in citations}
+
+    def link(m: re.Match[str]) -> str:
+        n = int(m.group(1))
+        if n not in targets:
+            return m.group(0)
+        return f"[\\[{n}\\]](knowledge_base?node={quote(targets[n], safe='')})"
+
+    return re.sub(r"(?<!\\)\[(\d{1,2})\](?!\()", link, text)
+
+
+def chat_turn(i: int, turn: Mapping[str, Any], kb: Any, show_notice: bool = True) -> bool:
+    """One question and its answer with citations, sources and trace; True on "bad answer".
+
+    ``show_notice``: False when the previous turn already showed the same notice (e.g. "No
+    LLM configured"), so it appears once per conversation, not under every answer.
+    """
     ans = turn["answer"]
     with st.chat_message("user"):
         st.markdown(turn["question"])
@@ -505,19 +526,22 @@ def chat_turn(i: int, turn: Mapping[str, Any], kb: Any) -> bool:
         if ans.refusal:
             st.warning(safe_markdown(ans.answer))
         else:
-            st.markdown(safe_markdown(ans.answer))
+            st.markdown(link_citations(safe_markdown(ans.answer), ans.citations))
         kind = ":violet-badge[LLM]" if ans.mode == "llm" else ":gray-badge[extractive]"
         st.markdown(
             f"{kind} :small[config {turn.get('config', '')} · {ans.took_ms:.0f} ms · "
             f"{ans.rounds} retrieval round(s)]"
         )
-        if ans.notice:
+        if ans.notice and show_notice:
             st.info(ans.notice)
         for c in ans.citations:
             node = kb.nodes.get(c["node_id"])
             with st.expander(f"[{c['n']}] {breadcrumb(c['breadcrumb'])}"):
                 st.caption(f"`{c['file_path']}` line {c['line']}")
-                st.markdown(node.content if node else "_(chapter no longer in the KB)_")
+                # chapter text is untrusted too: no remote images or off-wiki links
+                st.markdown(
+                    safe_markdown(node.content) if node else "_(chapter no longer in the KB)_"
+                )
                 open_chapter_button(c["node_id"], key=f"chat_open_{i}_{c['n']}")
         with st.expander(f"Retrieved chapters ({len(ans.retrieved)}) and trace"):
             st.dataframe(

@@ -45,7 +45,8 @@ with ui.guarded("Chat"):
     if not turns:
         st.caption("Ask a question about the wiki below, e.g. “父子块检索有哪几种展开方式？”")
     for i, turn in enumerate(turns):
-        if ui.chat_turn(i, turn, kb):
+        shown_before = i > 0 and turns[i - 1]["answer"].notice == turn["answer"].notice
+        if ui.chat_turn(i, turn, kb, show_notice=not shown_before):
             gs = resources.golden_set(ws)
             try:
                 draft = draft_golden_item(
