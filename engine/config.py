@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import types
 import typing
 from dataclasses import dataclass, field, fields, replace
@@ -18,6 +19,7 @@ from typing import Any, Literal
 import yaml
 
 from engine.errors import ConfigError, yaml_error_summary
+from engine.yaml_safe import safe_load, short
 
 SearchMode = Literal["hybrid", "vector", "keyword"]
 ExpandMode = Literal["none", "children", "siblings", "parent"]
@@ -170,7 +172,7 @@ class EngineConfig:
     @classmethod
     def from_yaml(cls, text: str) -> EngineConfig:
         try:
-            data = yaml.safe_load(text)
+            data = safe_load(text, "config")
         except yaml.YAMLError as exc:
             raise ConfigError(
                 f"config is not valid YAML ({yaml_error_summary(exc)}). Fix the file's syntax."
@@ -198,7 +200,9 @@ class EngineConfig:
         section, _, key = dotted.partition(".")
         sec = getattr(self, section, None)
         if sec is None or not key or not hasattr(sec, key):
-            raise ConfigError(f"unknown config key {dotted!r}; known keys: {', '.join(all_keys())}")
+            raise ConfigError(
+                f"unknown config key {short(dotted)}; known keys: {', '.join(all_keys())}"
+            )
         return getattr(sec, key)
 
     def with_overrides(self, overrides: dict[str, Any]) -> EngineConfig:
@@ -208,7 +212,7 @@ class EngineConfig:
             section, _, key = dotted.partition(".")
             if section not in data or not key or key not in data[section]:
                 raise ConfigError(
-                    f"unknown config key {dotted!r}; known keys: {', '.join(all_keys())}"
+                    f"unknown config key {short(dotted)}; known keys: {', '.join(all_keys())}"
                 )
             data[section][key] = value
         return EngineConfig.from_dict(data)
@@ -228,9 +232,9 @@ def parse_override(item: str) -> tuple[str, Any]:
     """Parse a CLI ``KEY=VALUE`` (value read as YAML: 30, 0.5, true, hybrid)."""
     key, sep, raw = item.partition("=")
     if not sep or not key.strip():
-        raise ConfigError(f"expected KEY=VALUE (e.g. fusion.k=30), got {item!r}")
+        raise ConfigError(f"expected KEY=VALUE (e.g. fusion.k=30), got {short(item)}")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = safe_load(raw, key.strip()) if raw.strip() else ""
     except yaml.YAMLError:
         value = raw
     return key.strip(), value
@@ -257,7 +261,7 @@ def field_spec(dotted: str) -> dict[str, Any]:
                         "choices": f.metadata.get("choices"),
                         "range": f.metadata.get("range"),
                     }
-    raise ConfigError(f"unknown config key {dotted!r}; known keys: {', '.join(all_keys())}")
+    raise ConfigError(f"unknown config key {short(dotted)}; known keys: {', '.join(all_keys())}")
 
 
 def _section_type(f: dataclasses.Field[Any]) -> type:
@@ -275,7 +279,7 @@ def _build(cls: type, data: Any, where: str) -> Any:
     unknown = sorted(set(data) - set(known))
     if unknown:
         raise ConfigError(
-            f"unknown config key {(where + '.' if where else '') + unknown[0]!r}; "
+            f"unknown config key {short((where + '.' if where else '') + str(unknown[0]))}; "
             f"allowed here: {', '.join(known)}"
         )
     hints = typing.get_type_hints(cls)
@@ -299,24 +303,30 @@ def _coerce(key: str, tp: Any, value: Any, meta: Any) -> Any:
         tp = next(a for a in typing.get_args(tp) if a is not type(None))
     if tp is bool:
         if not isinstance(value, bool):
-            raise ConfigError(f"{key} must be true or false, got {value!r}")
+            raise ConfigError(f"{key} must be true or false, got {short(value)}")
         return value
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value:
-            raise ConfigError(f"{key} must be an integer, got {value!r}")
-        value = int(value)
-    elif tp is float:
+    if tp in (int, float):
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ConfigError(f"{key} must be a number, got {value!r}")
-        value = float(value)
+            kind = "an integer" if tp is int else "a number"
+            raise ConfigError(f"{key} must be {kind}, got {short(value)}")
+        # NaN passes every range check (all comparisons are false) and turns every score
+        # into NaN; inf has no integer value. Neither is a setting anyone means.
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{key} must be a finite number, got {value!r}")
+        if tp is int:
+            if int(value) != value:
+                raise ConfigError(f"{key} must be an integer, got {short(value)}")
+            value = int(value)
+        else:
+            value = float(value)
     elif tp is str:
         if value is None:
             value = ""
         if not isinstance(value, str):
-            raise ConfigError(f"{key} must be a string, got {value!r}")
+            raise ConfigError(f"{key} must be a string, got {short(value)}")
     choices = meta.get("choices")
     if choices and value not in choices:
-        raise ConfigError(f"{key} must be one of {', '.join(choices)}; got {value!r}")
+        raise ConfigError(f"{key} must be one of {', '.join(choices)}; got {short(value)}")
     lo, hi = meta.get("range", (None, None))
     if lo is not None and value < lo:
         raise ConfigError(f"{key} must be >= {lo}; got {value!r}")

@@ -47,6 +47,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         rc = args.func(args)
+        sys.stdout.flush()  # a closed pipe shows here, not at exit where it cannot be caught
+    except BrokenPipeError:
+        return _reader_went_away()
     except (EngineError, ValueError, OSError) as exc:
         if args.debug:
             raise
@@ -57,6 +60,21 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write("wikirag: interrupted\n")
         return 130
     return int(rc or 0)
+
+
+def _reader_went_away() -> int:
+    """`wikirag search ... | head -1`: the reader closed the pipe; stop quietly like Unix tools.
+
+    stdout is pointed at /dev/null so the interpreter's final flush does not raise again.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout replaced by something without a descriptor
+        pass
+    finally:
+        os.close(devnull)
+    return 128 + 13  # what a shell reports for a process ended by SIGPIPE
 
 
 if __name__ == "__main__":

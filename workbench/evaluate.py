@@ -24,6 +24,7 @@ import engine as engine_pkg
 from engine import __version__ as engine_version
 from engine.atomic import atomic_write_bytes, atomic_write_text
 from engine.config import EngineConfig
+from engine.errors import EngineError
 from engine.pipeline import MAX_CACHED_POOL, Candidates, Ranked, compose, pool_size
 from workbench import metrics as M
 from workbench.golden import GoldenItem, GoldenSet
@@ -530,7 +531,23 @@ def list_runs(runs_dir: str | Path) -> list[Path]:
 
 
 def load_run_record(path: str | Path) -> dict[str, Any]:
-    return json.loads(Path(path).read_text(encoding="utf-8"))
+    """A saved run record; a one-line EngineError when the file is not one (edited, truncated)."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise EngineError(
+            f"run record {p} is not valid JSON ({exc}); delete it or re-run eval"
+        ) from exc
+    queries = data.get("queries") if isinstance(data, dict) else None
+    if not isinstance(queries, list) or not all(
+        isinstance(q, dict) and "id" in q and isinstance(q.get("ranked", []), list) for q in queries
+    ):
+        raise EngineError(
+            f"run record {p} is not a run record (expected a JSON object with a `queries` "
+            "list); delete it or re-run `wikirag eval`"
+        )
+    return data
 
 
 def latest_run_record(runs_dir: str | Path) -> dict[str, Any] | None:

@@ -21,7 +21,8 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from engine.atomic import atomic_write_text
-from engine.errors import EngineError, yaml_error_summary
+from engine.errors import ConfigError, EngineError, yaml_error_summary
+from engine.yaml_safe import refuse_aliases, short
 
 DIFFICULTIES = ("easy", "medium", "hard")
 TARGET_MIX = {"easy": 0.3, "medium": 0.5, "hard": 0.2}
@@ -161,6 +162,10 @@ def load(path: str | Path) -> GoldenSet:
 
 def parse(text: str, path: Path | None = None, sha256: str = "") -> GoldenSet:
     try:
+        refuse_aliases(text, f"golden set {path or ''}".rstrip())
+    except ConfigError as exc:
+        raise GoldenSetError(str(exc)) from exc
+    try:
         data = _yaml().load(text)
     except Exception as exc:  # ruamel raises several unrelated error types
         raise GoldenSetError(
@@ -184,30 +189,48 @@ def parse(text: str, path: Path | None = None, sha256: str = "") -> GoldenSet:
 
 def _item(q: Mapping[str, Any], n: int) -> GoldenItem:
     item_id = str(q.get("id") or f"q{n:03d}")
-    rel = q.get("relevant") or []
-    if isinstance(rel, str):
-        rel = [rel]
-    ac = q.get("answer_contains") or []
-    if isinstance(ac, str):
-        ac = [ac]
+    rel = _str_list(q, "relevant", item_id, "node ids")
+    ac = _str_list(q, "answer_contains", item_id, "phrases")
     grades = q.get("grades") or {}
     if not isinstance(grades, Mapping):
         raise GoldenSetError(f"{item_id}: `grades` must map node ids to integers, e.g. {{id: 2}}")
-    try:
-        grades = {str(k): int(v) for k, v in grades.items()}
-    except (TypeError, ValueError) as exc:
-        raise GoldenSetError(f"{item_id}: `grades` values must be integers ({exc})") from exc
+    out: dict[str, int] = {}
+    for k, v in grades.items():
+        # int(1e999) overflows and int("x") is a ValueError; 2.5 would silently become 2.
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise GoldenSetError(
+                f"{item_id}: `grades` values must be whole numbers like 1 or 2; "
+                f"got {short(v)} for {short(k)}"
+            )
+        out[str(k)] = v
+    grades = out
     return GoldenItem(
         id=item_id,
         query=str(q.get("query") or "").strip(),
-        relevant=tuple(str(r) for r in rel),
+        relevant=rel,
         difficulty=str(q.get("difficulty") or "medium"),
         category=str(q.get("category") or ""),
-        answer_contains=tuple(str(a) for a in ac),
+        answer_contains=ac,
         notes=str(q.get("notes") or ""),
         split=str(q.get("split") or default_split(item_id)),
         unanswerable=bool(q.get("unanswerable", False)),
         grades=grades,
+    )
+
+
+def _str_list(q: Mapping[str, Any], key: str, item_id: str, what: str) -> tuple[str, ...]:
+    """A string or a list of strings/numbers; anything else is a one-line error."""
+    value = q.get(key)
+    if value is None or value == "":
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, Sequence) and all(
+        isinstance(v, str | int | float) and not isinstance(v, bool) for v in value
+    ):
+        return tuple(str(v) for v in value)
+    raise GoldenSetError(
+        f'{item_id}: `{key}` must be a list of {what}, e.g. ["a", "b"]; got {short(value)}'
     )
 
 

@@ -68,3 +68,68 @@ def test_usage_errors_are_one_line(ws: Path, capsys) -> None:
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "invalid choice: 'bogus'" in err, err
     assert "--help" in err
+
+
+def test_infinite_top_k_is_one_line(ws: Path, capsys) -> None:
+    assert main(["config", "show", "--kb", "kb", "--set", "search.top_k=.inf"]) == 2
+    assert "search.top_k must be a finite number" in _one_line_error(capsys)
+
+
+@pytest.mark.parametrize(
+    ("field", "needle"),
+    [
+        ("relevant: 5", "`relevant` must be a list"),
+        ("answer_contains: 7", "`answer_contains` must be a list"),
+        ("relevant: [a]\n    grades: {a: 1e999}", "`grades` values must be whole numbers"),
+        ("relevant: [a]\n    grades: {a: 2.5}", "`grades` values must be whole numbers"),
+    ],
+)
+def test_golden_field_of_the_wrong_shape_is_one_line(ws: Path, capsys, field, needle) -> None:
+    (ws / "g.yaml").write_text(
+        f"name: x\nqueries:\n  - id: q1\n    query: hi\n    {field}\n", encoding="utf-8"
+    )
+    assert main(["golden", "validate", "--kb", "kb", "--dataset", "g.yaml"]) == 2
+    err = _one_line_error(capsys)
+    assert "q1" in err and needle in err
+
+
+def test_golden_alias_bomb_is_refused_in_one_line(ws: Path, capsys) -> None:
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{c}: &{c} [{', '.join([f'*{p}'] * 9)}]\n"
+        for p, c in zip("abcdefgh", "bcdefghi", strict=True)
+    )
+    (ws / "g.yaml").write_text(bomb + "name: x\nqueries: [*i]\n", encoding="utf-8")
+    assert main(["golden", "validate", "--kb", "kb", "--dataset", "g.yaml"]) == 2
+    assert "aliases" in _one_line_error(capsys)
+
+
+def test_manifest_that_is_not_an_object_is_one_line(ws: Path, capsys) -> None:
+    (ws / ".wikirag" / "kb").mkdir(parents=True)
+    (ws / ".wikirag" / "kb" / "manifest.json").write_text("[]", encoding="utf-8")
+    assert main(["search", "x", "--kb", "kb", "--set", "embedding.provider=hash"]) == 2
+    assert "manifest.json is unreadable" in _one_line_error(capsys)
+
+
+def test_run_record_that_is_not_an_object_is_one_line(ws: Path, capsys) -> None:
+    runs = ws / "experiments" / "kb" / "runs"
+    runs.mkdir(parents=True)
+    (runs / "r1.json").write_text("[]", encoding="utf-8")
+    assert main(["report", "--kb", "kb", "--run", "r1"]) == 2
+    assert "is not a run record" in _one_line_error(capsys)
+
+
+def test_closed_stdout_pipe_exits_quietly(ws: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "workbench.cli", "config", "show", "--kb", "kb"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    proc.stdout.close()  # the reader is gone before the first write, as with `| head -0`
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 141 and err == ""
