@@ -25,7 +25,7 @@ def test_cli_style_overrides_of_nan_and_inf_are_config_errors(text: str) -> None
 
 
 def test_nan_in_a_config_file_is_refused() -> None:
-    with pytest.raises(ConfigError, match="fusion.k must be a finite number"):
+    with pytest.raises(ConfigError, match=r"fusion\.k must be a finite number"):
         EngineConfig.from_yaml("fusion:\n  k: .nan\n")
 
 

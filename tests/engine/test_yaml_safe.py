@@ -11,8 +11,7 @@ from engine.errors import ConfigError
 from engine.yaml_safe import safe_load, short
 
 BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
-    f"{c}: &{c} [{', '.join([f'*{p}'] * 9)}]\n"
-    for p, c in zip("abcdefgh", "bcdefghi", strict=True)
+    f"{c}: &{c} [{', '.join([f'*{p}'] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi", strict=True)
 )
 
 
