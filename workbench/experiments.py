@@ -5,17 +5,28 @@ split (the holdout is evaluated too and reported, never used to decide). The cha
 accepted only if every criterion of the acceptance rule holds (DESIGN.md "Experiments"),
 plus the statistical checks of ``decide``.
 
+Concurrency: every writer (``run_experiment``, ``restore``, the optimize loop, the UI
+buttons) holds one lock per KB (``flock`` on ``experiments/<kb>/.experiment.lock``) from
+reading the baseline to writing it, so two experiments never decide against the same
+baseline; a second writer is refused at once with who holds the lock since when.
+
 Crash safety: nothing is written until both evaluations finished. Then (1) the JSONL
-record and (2) the Markdown log entry are appended atomically, and (3) for an accepted
-change the new baseline is written. ``recover`` finishes step 3 if a crash hit between
-(2) and (3), so the log and the baseline always agree.
+record (naming the baseline version it will create) and (2) the Markdown log entry are
+appended atomically, and (3) for an accepted change ``baselines/vN.yaml`` and
+``baseline.yaml`` are written. ``recover`` finishes (2) and (3) after a crash, writing
+exactly the version the record names, so it is idempotent; whoever takes the lock next
+runs it and says so (stderr in the CLI, a warning in the UI).
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
-from collections.abc import Callable, Mapping
+import os
+import re
+import threading
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -255,6 +266,72 @@ class ExperimentStore:
     def versions(self) -> Path:
         return self.folder / "baselines"
 
+    @property
+    def lock_file(self) -> Path:
+        return self.folder / ".experiment.lock"
+
+    @contextlib.contextmanager
+    def lock(self, what: str = "experiment") -> Iterator[None]:
+        """Hold this KB's experiment lock; refuse at once if another writer holds it.
+
+        Re-entrant within a thread (``optimize`` holds it around many ``run_experiment``
+        calls). Two threads of one process (two UI sessions) open the file separately, and
+        flock locks belong to the open file, so they exclude each other like processes do.
+        """
+        key = str(self.folder.resolve())
+        held: dict[str, int] = _HELD.__dict__.setdefault("depth", {})
+        if held.get(key):
+            held[key] += 1
+            try:
+                yield
+            finally:
+                held[key] -= 1
+            return
+        try:
+            import fcntl
+        except ImportError:  # Windows: no advisory locks; experiments run one at a time there
+            yield
+            return
+        self.folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.lock_file, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise ExperimentBusyError(self._busy_message(fd)) from None
+            holder = json.dumps({"pid": os.getpid(), "since": _now(), "what": what})
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, holder.encode("utf-8"), 0)
+            held[key] = 1
+            try:
+                yield
+            finally:
+                held[key] = 0
+                os.ftruncate(fd, 0)
+        finally:
+            os.close(fd)  # releases the flock
+
+    def _busy_message(self, fd: int) -> str:
+        try:
+            info = json.loads(os.pread(fd, 4096, 0).decode("utf-8") or "{}")
+        except ValueError:
+            info = {}
+        since = info.get("since", "an unknown time")
+        what = f" ({info['what']}, pid {info.get('pid', '?')})" if info.get("what") else ""
+        return (
+            f"another experiment is running on {self.folder.name} since {since}{what}; "
+            "wait for it to finish, then try again"
+        )
+
+    @contextlib.contextmanager
+    def writing(self, what: str, notify: Callable[[str], None] | None = None) -> Iterator[None]:
+        """The lock, plus recovery of an interrupted accept, reported through ``notify``."""
+        with self.lock(what):
+            msg = self.recover()
+            if msg and notify is not None:
+                notify(msg)
+            yield
+
     def load_records(self) -> list[dict[str, Any]]:
         if not self.records.is_file():
             return []
@@ -290,39 +367,82 @@ class ExperimentStore:
             if not self.baseline.is_file():
                 atomic_write_text(self.baseline, EngineConfig().to_yaml())
 
-    def write_baseline(self, cfg: EngineConfig) -> int:
-        n = max((v["version"] for v in self.accepted_versions()), default=0) + 1
-        atomic_write_text(self.versions / f"v{n}.yaml", cfg.to_yaml())
-        atomic_write_text(self.baseline, cfg.to_yaml())
-        return n
+    def next_version(self) -> int:
+        return max((v["version"] for v in self.accepted_versions()), default=0) + 1
+
+    def write_baseline(self, cfg: EngineConfig, version: int | None = None) -> int:
+        """Write ``baselines/v<version>.yaml`` (default: the next number) and ``baseline.yaml``."""
+        with self.lock("write baseline"):
+            n = self.next_version() if version is None else version
+            atomic_write_text(self.versions / f"v{n}.yaml", cfg.to_yaml())
+            atomic_write_text(self.baseline, cfg.to_yaml())
+            return n
 
     def append(self, result: ExperimentResult) -> None:
-        atomic_append_text(self.records, json.dumps(result.to_record(), ensure_ascii=False) + "\n")
+        # Under the lock so two first experiments cannot both write the header (and the
+        # second header replace the first entry).
+        with self.lock("append"):
+            line = json.dumps(result.to_record(), ensure_ascii=False) + "\n"
+            atomic_append_text(self.records, line)
+            self._append_log(format_log_entry(result))
+
+    def _append_log(self, entry: str) -> None:
         if not self.log_md.is_file():
             atomic_write_text(self.log_md, LOG_HEADER)
-        atomic_append_text(self.log_md, format_log_entry(result))
+        atomic_append_text(self.log_md, entry)
 
     def recover(self) -> str | None:
-        """If the last accepted record's config is not the baseline (crash), re-apply it."""
-        recs = [r for r in self.load_records() if r.get("decision") == "accepted"]
-        if not recs:
-            return None
-        last = recs[-1]
-        cfg = EngineConfig.from_yaml(last["config_yaml"])
-        current = self.baseline_config().hash
-        # The crash signature is a baseline still at the config the experiment started
-        # from; any other baseline was edited by hand after the accept and is kept.
-        started_from = (last.get("baseline") or {}).get("hash", current)
-        if (
-            current != cfg.hash
-            and current == started_from
-            and not _restored_after(self.load_records(), last)
-        ):
-            self.write_baseline(cfg)
-            return f"baseline re-applied from experiment {last['number']} (interrupted write)"
-        return None
+        """Finish an accept a crash interrupted: its log entry, its version file, the baseline.
 
-    def restore(self, version: int) -> EngineConfig:
+        Idempotent: the version file is the one the record names, so running it twice (or
+        after a crash between the version file and ``baseline.yaml``) adds no ``vN.yaml``.
+        Returns what was done, or None when nothing was needed.
+        """
+        with self.lock("recover"):
+            records = self.load_records()
+            recs = [r for r in records if r.get("decision") == "accepted"]
+            if not recs:
+                return None
+            last = recs[-1]
+            done = []
+            log = self.log_md.read_text(encoding="utf-8") if self.log_md.is_file() else ""
+            if f"### Experiment {last['number']}:" not in log:
+                self._append_log(_recovered_log_entry(last))
+                done.append("wrote its missing log entry")
+            cfg = EngineConfig.from_yaml(last["config_yaml"])
+            current = self.baseline_config().hash
+            # The crash signature is a baseline still at the config the experiment started
+            # from; any other baseline was edited by hand after the accept and is kept.
+            started_from = (last.get("baseline") or {}).get("hash", current)
+            if (
+                current != cfg.hash
+                and current == started_from
+                and not _restored_after(records, last)
+            ):
+                n = self.write_baseline(cfg, self._version_of(last, cfg))
+                done.append(f"re-applied baseline v{n}")
+            if not done:
+                return None
+            return (
+                f"recovered experiment {last['number']} after an interrupted write: "
+                f"{' and '.join(done)}"
+            )
+
+    def _version_of(self, record: Mapping[str, Any], cfg: EngineConfig) -> int:
+        if isinstance(record.get("baseline_version"), int):
+            return int(record["baseline_version"])
+        # Records written before versions were named: reuse a version file that already
+        # holds this config (crash after writing it) rather than adding a duplicate.
+        for v in reversed(self.accepted_versions()):
+            if EngineConfig.load(v["path"]).hash == cfg.hash:
+                return int(v["version"])
+        return self.next_version()
+
+    def restore(self, version: int, notify: Callable[[str], None] | None = None) -> EngineConfig:
+        with self.writing("restore", notify):
+            return self._restore(version)
+
+    def _restore(self, version: int) -> EngineConfig:
         path = self.versions / f"v{version}.yaml"
         if not path.is_file():
             known = ", ".join(str(v["version"]) for v in self.accepted_versions()) or "none"
@@ -340,15 +460,33 @@ class ExperimentStore:
             "result": {"hash": cfg.hash},
         }
         atomic_append_text(self.records, json.dumps(rec, ensure_ascii=False) + "\n")
-        if not self.log_md.is_file():
-            atomic_write_text(self.log_md, LOG_HEADER)
-        atomic_append_text(
-            self.log_md,
+        self._append_log(
             f"\n### Experiment {rec['number']}: Restore baseline v{version}\n\n"
             f"- **Date**: {rec['date']}\n- **Decision**: ↩️ Restored version {version} "
             f"(config {cfg.hash})\n",
         )
         return cfg
+
+
+class ExperimentBusyError(EngineError):
+    """Another process or UI session holds this KB's experiment lock."""
+
+
+_HELD = threading.local()  # per thread: lock depth by experiments folder (re-entrancy)
+
+
+def one_line(text: str) -> str:
+    """Titles and notes are one line in the log: a newline in them could forge an entry."""
+    return re.sub(r"[\s\x00-\x1f\x7f\x85\u2028\u2029]+", " ", text).strip()
+
+
+def _recovered_log_entry(rec: Mapping[str, Any]) -> str:
+    return (
+        f"\n### Experiment {rec['number']}: {one_line(str(rec.get('title', '')))}\n\n"
+        f"- **Date**: {rec.get('date', '')}\n"
+        f"- **Decision**: ✅ Accepted — new baseline (config {rec.get('result', {}).get('hash')}); "
+        "this entry was completed after an interrupted write, details in experiments.jsonl\n"
+    )
 
 
 def _restored_after(records: list[dict[str, Any]], accepted: dict[str, Any]) -> bool:
@@ -381,9 +519,9 @@ def format_log_entry(r: ExperimentResult) -> str:
     verdict = "✅ Accepted — new baseline" if d.accepted else "❌ Rolled back"
     why = "all criteria hold" if d.accepted else "; ".join(d.reasons)
     return (
-        f"\n### Experiment {r.number}: {r.title}\n\n"
+        f"\n### Experiment {r.number}: {one_line(r.title)}\n\n"
         f"- **Date**: {r.date}\n"
-        f"- **Strategy tier**: {r.tier}\n"
+        f"- **Strategy tier**: {one_line(r.tier)}\n"
         f"- **Change**: {change}\n"
         f"- **Baseline** (`{r.base_hash}`, tune): {_fmt_metrics(r.base_tune)}\n"
         f"- **Result** (`{r.cand_hash}`, tune): {_fmt_metrics(r.cand_tune)}\n"
@@ -394,7 +532,7 @@ def format_log_entry(r: ExperimentResult) -> str:
         f"{r.cand_holdout.get('recall@5', 0):.3f}, MRR {r.base_holdout.get('mrr', 0):.3f} → "
         f"{r.cand_holdout.get('mrr', 0):.3f}\n"
         f"- **Decision**: {verdict} ({why})\n"
-        f"- **Notes**: {r.notes or '-'}\n"
+        f"- **Notes**: {one_line(r.notes) or '-'}\n"
     )
 
 
@@ -419,10 +557,29 @@ def run_experiment(
     tier: str = "manual",
     notes: str = "",
     dry_run: bool = False,
+    notify: Callable[[str], None] | None = None,
 ) -> ExperimentResult:
-    """Evaluate baseline vs baseline+change on tune (and holdout), decide, log, maybe accept."""
+    """Evaluate baseline vs baseline+change on tune (and holdout), decide, log, maybe accept.
+
+    Holds the KB's experiment lock from reading the baseline to writing it (module doc);
+    ``notify`` hears about a recovered interrupted accept.
+    """
     store = ExperimentStore(ws.experiments)
-    store.recover()
+    with store.writing("experiment try", notify):
+        return _run_locked(ws, store, evaluator_for, overrides, title, tier, notes, dry_run=dry_run)
+
+
+def _run_locked(
+    ws: Workspace,
+    store: ExperimentStore,
+    evaluator_for: Callable[[EngineConfig], Evaluator],
+    overrides: Mapping[str, Any],
+    title: str | None,
+    tier: str,
+    notes: str,
+    *,
+    dry_run: bool,
+) -> ExperimentResult:
     gs = golden.load(ws.dataset)
     base_cfg = store.baseline_config()
     cand_cfg = base_cfg.with_overrides(dict(overrides))
@@ -443,8 +600,8 @@ def run_experiment(
     number = store.next_number()
     result = ExperimentResult(
         number=number,
-        title=title or ", ".join(f"{k}={b}" for k, (_, b) in changes.items()),
-        tier=tier,
+        title=one_line(title or "") or ", ".join(f"{k}={b}" for k, (_, b) in changes.items()),
+        tier=one_line(tier),
         changes=changes,
         decision=decision,
         base_tune=_with_latency(base_t, mode_b),
@@ -455,15 +612,19 @@ def run_experiment(
         cand_hash=cand_cfg.hash,
         cand_yaml=cand_cfg.to_yaml(),
         mode=mode_b,
-        notes=notes,
+        notes=one_line(notes),
         date=_now(),
     )
     if dry_run:
         return result
     store.ensure_initial_version()
+    if decision.accepted:
+        # Named in the record before any file is written, so recovery after a crash
+        # rewrites this exact version instead of adding another.
+        result.extra["baseline_version"] = store.next_version()
     store.append(result)
     if decision.accepted:
-        store.write_baseline(cand_cfg)
+        store.write_baseline(cand_cfg, result.extra["baseline_version"])
     return result
 
 

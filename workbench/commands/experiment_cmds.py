@@ -89,6 +89,7 @@ def _try(args: argparse.Namespace) -> int:
         tier=args.strategy,
         notes=args.notes,
         dry_run=args.dry_run,
+        notify=info,
     )
     _print_result(res, args.json)
     return 0
@@ -122,7 +123,7 @@ def _log(args: argparse.Namespace) -> int:
 def _restore(args: argparse.Namespace) -> int:
     from workbench.experiments import ExperimentStore
 
-    cfg = ExperimentStore(workspace(args).experiments).restore(args.version)
+    cfg = ExperimentStore(workspace(args).experiments).restore(args.version, notify=info)
     info(f"baseline is now version {args.version} (config {cfg.hash})")
     return 0
 
@@ -160,15 +161,16 @@ def _optimize(args: argparse.Namespace) -> int:
     if args.budget < 1:
         raise EngineError(f"--budget must be at least 1, got {args.budget}")
     store = ExperimentStore(ws.experiments)
-    before = store.baseline_config()
-    results = optimize(
-        ws,
-        _evaluator_for(ws),
-        budget=args.budget,
-        tiers=tiers,
-        progress=lambda i, n, name: info(f"[{i}/{n}] {name}"),
-    )
-    after = store.baseline_config()
+    with store.writing("optimize", info):  # one writer per KB for the whole run
+        before = store.baseline_config()
+        results = optimize(
+            ws,
+            _evaluator_for(ws),
+            budget=args.budget,
+            tiers=tiers,
+            progress=lambda i, n, name: info(f"[{i}/{n}] {name}"),
+        )
+        after = store.baseline_config()
     if args.json:
         print_json(
             {

@@ -67,7 +67,13 @@ with ui.guarded("Experiments"):
     if c[2].button("Run experiment", key="exp_run", type="primary", disabled=not changes):
         with st.status("Evaluating baseline and candidate on tune and holdout…") as status:
             result = run_experiment(
-                ws, evaluator_for, overrides, title=title or None, tier=tier, notes=notes
+                ws,
+                evaluator_for,
+                overrides,
+                title=title or None,
+                tier=tier,
+                notes=notes,
+                notify=st.warning,
             )
             status.update(label="Experiment done", state="complete")
         resources.clear_data()
@@ -90,7 +96,7 @@ with ui.guarded("Experiments"):
                 "Version", [x["version"] for x in reversed(versions)], key="exp_restore_v"
             )
             if st.button(f"Restore version {v} as the baseline", key="exp_restore"):
-                cfg = store.restore(int(v))
+                cfg = store.restore(int(v), notify=st.warning)
                 resources.clear_data()
                 state.flash(f"Baseline restored to version {v} (config {cfg.hash})")
                 st.rerun()
@@ -103,9 +109,10 @@ with ui.guarded("Experiments"):
     )
     if c.button("Start", key="opt_run", disabled=not tiers):
         progress, bar = ui.progress_callback("Optimizing")
-        results = optimize(
-            ws, evaluator_for, budget=int(budget), tiers=set(tiers), progress=progress
-        )
+        with store.writing("optimize (UI)", st.warning):  # one writer per KB for the whole run
+            results = optimize(
+                ws, evaluator_for, budget=int(budget), tiers=set(tiers), progress=progress
+            )
         bar.empty()
         resources.clear_data()
         state.set_optimize_results(results)

@@ -99,6 +99,7 @@ with ui.guarded("Scorecard"):
                             exp["overrides"],
                             tier="scorecard",
                             notes=f"suggested by the scorecard ({d.name})",
+                            notify=st.warning,
                         )
                         status.update(label=t("Experiment done"), state="complete")
                     resources.clear_data()
