@@ -8,9 +8,7 @@ of user text (queries, ids, categories, titles) goes through ``html.escape``.
 
 from __future__ import annotations
 
-import csv
 import html
-import io
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -20,6 +18,7 @@ from typing import Any
 from engine.config import EngineConfig
 from engine.credentials import redact_urls
 from engine.pipeline import Ranked
+from workbench.csv_export import to_csv
 from workbench.evaluate import CAUSES, EvalRun, QueryResult
 from workbench.experiments import ExperimentStore, trajectory
 from workbench.golden import GoldenItem, GoldenSet
@@ -330,13 +329,8 @@ def _pair(p: Sequence[Any]) -> str:
 
 
 def render_csv(report: Report) -> str:
-    """One row per query, header first."""
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=list(CSV_FIELDS), lineterminator="\n")
-    w.writeheader()
-    for r in report.queries:
-        w.writerow({k: ("" if r.get(k) is None else r.get(k)) for k in CSV_FIELDS})
-    return buf.getvalue()
+    """One row per query, header first; formula-like cells defused (workbench/csv_export.py)."""
+    return to_csv(report.queries, CSV_FIELDS)
 
 
 def render_json(report: Report) -> str:

@@ -7,8 +7,6 @@ is chosen on the tune split only; its holdout score is reported beside it (DESIG
 
 from __future__ import annotations
 
-import csv
-import io
 import itertools
 import json
 from collections.abc import Callable, Mapping, Sequence
@@ -19,6 +17,7 @@ import yaml
 
 from engine.config import EngineConfig
 from engine.errors import ConfigError
+from workbench.csv_export import to_csv
 from workbench.evaluate import EvalRun
 from workbench.golden import GoldenSet
 
@@ -191,11 +190,7 @@ class SweepResult:
 
     def to_csv(self) -> str:
         rows = self.rows()
-        buf = io.StringIO()
-        w = csv.DictWriter(buf, fieldnames=list(rows[0]) if rows else [], lineterminator="\n")
-        w.writeheader()
-        w.writerows(rows)
-        return buf.getvalue()
+        return to_csv(rows, list(rows[0]) if rows else [])
 
 
 def _key(v: Any) -> str:
