@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from workbench.chat import ChatAnswer
+from workbench.metrics import percentile
 
 CHILD_CREDIT = 0.5
 PARENT_CREDIT = 0.3
@@ -119,16 +120,6 @@ def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else math.nan
 
 
-def _percentile(values: Sequence[float], q: float) -> float:
-    """Linear interpolation between closest ranks (numpy's default "linear" method)."""
-    if not values:
-        return math.nan
-    xs = sorted(values)
-    pos = (len(xs) - 1) * q
-    lo, hi = math.floor(pos), math.ceil(pos)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
-
-
 _MEANS = (
     "answer_contains",
     "citation_precision",
@@ -159,6 +150,6 @@ def aggregate_answer_scores(scores: Iterable[Mapping[str, float]]) -> dict[str, 
     out["false_refusal_rate"] = _mean(ans)
     lat = [float(r["latency_ms"]) for r in rows if "latency_ms" in r]
     out["latency_ms_mean"] = _mean(lat)
-    out["latency_ms_p50"] = _percentile(lat, 0.5)
-    out["latency_ms_p95"] = _percentile(lat, 0.95)
+    out["latency_ms_p50"] = percentile(lat, 50)
+    out["latency_ms_p95"] = percentile(lat, 95)
     return out

@@ -28,7 +28,6 @@ import random
 import re
 import resource
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -39,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from engine.config import EngineConfig
+from workbench.metrics import percentile
 
 MODES = ("vector", "keyword", "hybrid", "hybrid_rerank", "peer_lancedb_hybrid")
 # Every key `wikirag bench --json` writes (tests check them; values may be null when a
@@ -98,12 +98,15 @@ def load_avg() -> list[float]:
 
 
 def percentiles(values: Sequence[float]) -> dict[str, float | None]:
-    """p50 (median) and p95 (nearest-rank) of latencies in ms."""
-    vals = sorted(values)
+    """p50 and p95 of latencies in ms, by the project's one definition (metrics.percentile)."""
+    vals = list(values)
     if not vals:
         return {"p50": None, "p95": None, "n": 0}
-    p95 = vals[min(len(vals) - 1, max(0, int(np.ceil(0.95 * len(vals))) - 1))]
-    return {"p50": round(statistics.median(vals), 3), "p95": round(p95, 3), "n": len(vals)}
+    return {
+        "p50": round(percentile(vals, 50), 3),
+        "p95": round(percentile(vals, 95), 3),
+        "n": len(vals),
+    }
 
 
 def _null_bar(desc: str, total: int) -> Any:
@@ -615,7 +618,7 @@ def run_bench(
             pc = percentiles(lat)
             out[f"{mode}_p50_ms"], out[f"{mode}_p95_ms"] = pc["p50"], pc["p95"]
             stage_ms[mode] = {
-                k: round(statistics.median(float(s.get(k, 0.0)) for s in stages), 3)
+                k: round(percentile((float(s.get(k, 0.0)) for s in stages), 50), 3)
                 for k in ("expand", "embed", "vector", "bm25", "fusion")
             }
             results[mode] = ranked
@@ -647,7 +650,7 @@ def run_bench(
             out["hybrid_rerank_p50_ms"], out["hybrid_rerank_p95_ms"] = pc["p50"], pc["p95"]
             out["hybrid_rerank_queries"] = len(sub)
             stage_ms["hybrid_rerank"] = {
-                k: round(statistics.median(float(s.get(k, 0.0)) for s in stages), 3)
+                k: round(percentile((float(s.get(k, 0.0)) for s in stages), 50), 3)
                 for k in ("embed", "bm25", "rerank")
             }
             out["rerank_provider"] = f"onnx-cross-encoder ({rcfg.rerank.max_candidates} pairs max)"
@@ -854,7 +857,7 @@ def bench_rescoring(
         t = time.perf_counter()
         run = Evaluator(engine.with_config(other), cache).run(big, other, modes=["hybrid"])
         times.append(time.perf_counter() - t)
-    out["rescore_1000_s"] = round(statistics.median(times), 3)
+    out["rescore_1000_s"] = round(percentile(times, 50), 3)
     out["rescore_1000_runs_s"] = [round(x, 3) for x in times]
     out["rescore_cache_misses"] = run.cache_misses
 

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from workbench.metrics import percentile
+
 EXACT_MAX_N = 16
 
 
@@ -62,8 +64,7 @@ def paired_bootstrap_ci(
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, d.size, size=(n_resamples, d.size))
     means = d[idx].mean(axis=1)
-    lo, hi = np.quantile(means, [alpha / 2, 1 - alpha / 2])
-    return float(lo), float(hi)
+    return percentile(means, 100 * alpha / 2), percentile(means, 100 * (1 - alpha / 2))
 
 
 def randomization_test(diffs: Sequence[float], *, n_samples: int = 20_000, seed: int = 0) -> float:

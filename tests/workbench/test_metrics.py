@@ -462,3 +462,49 @@ def test_cli_malformed_line(trec_files, capsys):
         == 2
     )
     assert f"{trec_files / 'run'}:2: expected 6 columns" in capsys.readouterr().err
+
+
+def test_percentile_is_numpy_linear_type_7() -> None:
+    import numpy as np
+
+    from workbench.metrics import percentile
+
+    assert percentile([10, 20, 30, 40], 50) == 25.0
+    assert percentile(range(1, 21), 95) == pytest.approx(19.05)  # nearest-rank would say 19
+    rng = np.random.default_rng(3)
+    for n in (1, 2, 7, 100):
+        xs = rng.exponential(20, n).tolist()
+        for p in (0, 5, 50, 95, 99, 100):
+            assert percentile(xs, p) == pytest.approx(np.percentile(xs, p, method="linear"))
+    assert math.isnan(percentile([], 50))
+    with pytest.raises(ValueError, match="within"):
+        percentile([1.0], 101)
+
+
+def test_every_latency_summary_uses_the_same_percentile() -> None:
+    from workbench.answer_metrics import aggregate_answer_scores
+    from workbench.bench import percentiles as bench_percentiles
+    from workbench.metrics import latency_percentiles, percentile
+
+    lat = [float(x) for x in range(1, 21)]
+    want = {"p50": percentile(lat, 50), "p95": percentile(lat, 95)}
+    assert latency_percentiles(lat) == want
+    bench = bench_percentiles(lat)
+    assert (bench["p50"], bench["p95"]) == (round(want["p50"], 3), round(want["p95"], 3))
+    assert bench["p95"] == 19.05
+    rows = [{"latency_ms": x, "refused": 0.0, "refusal_correct": 1.0} for x in lat]
+    agg = aggregate_answer_scores(rows)
+    assert (agg["latency_ms_p50"], agg["latency_ms_p95"]) == (want["p50"], want["p95"])
+
+
+def test_no_second_percentile_implementation() -> None:
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    hits = []
+    pattern = re.compile(r"np\.(percentile|quantile|median)\(|statistics\.(median|quantiles)\(")
+    for path in [*root.glob("workbench/**/*.py"), *root.glob("engine/**/*.py")]:
+        if pattern.search(path.read_text(encoding="utf-8")):
+            hits.append(path.relative_to(root).as_posix())
+    assert hits == []
