@@ -562,13 +562,15 @@ def run_record_means(record: Mapping[str, Any], mode: str = "hybrid") -> dict[st
 
 
 def trec_run_lines(run: EvalRun, mode: str, tag: str | None = None) -> list[str]:
-    """TREC run format (qid Q0 docid rank score tag) for ranx/trec_eval cross-checks."""
+    """TREC run lines (qid Q0 docid rank score tag) that trec_eval ranks as we evaluated.
+
+    Written by :func:`workbench.trec.format_ranked`, the project's one TREC run writer.
+    """
+    from workbench.trec import format_ranked
+
     tag = tag or f"wikirag-{run.config.hash}-{mode}"
-    lines = []
-    for r in run.for_mode(mode):
-        for i, it in enumerate(r.ranked, 1):
-            lines.append(f"{r.item.id} Q0 {it.node_id} {i} {it.score:.6f} {tag}")
-    return lines
+    ranked = [(r.item.id, [it.node_id for it in r.ranked]) for r in run.for_mode(mode)]
+    return format_ranked(ranked, tag).splitlines()
 
 
 def trec_qrels_lines(gs: GoldenSet) -> list[str]:

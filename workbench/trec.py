@@ -16,7 +16,7 @@ file and line number; trec_eval rejects duplicates too.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from engine.atomic import atomic_write_text
@@ -128,29 +128,49 @@ def format_qrels(qrels: Mapping[str, Mapping[str, int]]) -> str:
     return "".join(line + "\n" for line in lines)
 
 
-def format_run(scores: Mapping[str, Mapping[str, float]], tag: str = "wikirag") -> str:
-    """TREC run text from scores; lines ordered as trec_eval will rank them."""
+def format_ranked(run: Iterable[tuple[str, Sequence[str]]], tag: str = "wikirag") -> str:
+    """THE TREC run writer for rankings: ``(qid, [docid, ...best first])`` pairs.
+
+    trec_eval ignores the rank column and re-sorts each query by score (ties by docid
+    descending), so a file whose scores tie or rise is scored in another order than the
+    one the workbench evaluated (issue 12: `eval` said MRR 0.9026, the exported file
+    0.9145, because 6-decimal engine scores tied). Scores are therefore derived from the
+    rank, ``n - rank + 1``: distinct small integers, exact in float32 as in float64, so
+    trec_eval, pytrec_eval and ranx rank every query exactly as given. The engine's own
+    scores stay in the run record (``ranked[].score``). A repeated document keeps its
+    first position; a repeated query id is an error (it would merge two queries).
+    """
+    rows = []
+    for qid, ranked in run:
+        docs = list(dict.fromkeys(ranked))
+        rows.append((qid, [(doc, float(len(docs) - i)) for i, doc in enumerate(docs)]))
+    return _run_text(rows, tag)
+
+
+def _run_text(rows: Iterable[tuple[str, Sequence[tuple[str, float]]]], tag: str) -> str:
     _check_token("tag", tag)
-    lines = []
-    for qid, docs in scores.items():
-        for rank, docid in enumerate(rank_by_score(docs), start=1):
-            lines.append(
-                f"{_check_token('query id', qid)} Q0 {_check_token('doc id', docid)} {rank} {docs[docid]!r} {tag}"
-            )
+    lines, seen = [], set()
+    for qid, ranked in rows:
+        _check_token("query id", qid)
+        if qid in seen:
+            raise ValueError(f"query id {qid!r} appears twice; TREC runs need unique ids")
+        seen.add(qid)
+        for rank, (docid, score) in enumerate(ranked, start=1):
+            lines.append(f"{qid} Q0 {_check_token('doc id', docid)} {rank} {score!r} {tag}")
     return "".join(line + "\n" for line in lines)
 
 
-def format_ranking(run: Mapping[str, Sequence[str]], tag: str = "wikirag") -> str:
-    """TREC run text from ranked lists, with scores ``n - rank + 1`` so no two tie.
+def format_run(scores: Mapping[str, Mapping[str, float]], tag: str = "wikirag") -> str:
+    """TREC run text from scores, kept exactly; lines ordered as trec_eval will rank them."""
+    return _run_text(
+        ((qid, [(d, docs[d]) for d in rank_by_score(docs)]) for qid, docs in scores.items()),
+        tag,
+    )
 
-    Distinct descending scores make trec_eval (which re-sorts by score) keep our order.
-    Repeated documents keep their first position only.
-    """
-    scores: dict[str, dict[str, float]] = {}
-    for qid, ranked in run.items():
-        docs = list(dict.fromkeys(ranked))
-        scores[qid] = {doc: float(len(docs) - i) for i, doc in enumerate(docs)}
-    return format_run(scores, tag)
+
+def format_ranking(run: Mapping[str, Sequence[str]], tag: str = "wikirag") -> str:
+    """TREC run text from ``{qid: [docid, ...best first]}`` (see :func:`format_ranked`)."""
+    return format_ranked(run.items(), tag)
 
 
 def write_qrels(path: Path | str, qrels: Mapping[str, Mapping[str, int]]) -> None:

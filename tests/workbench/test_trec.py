@@ -105,3 +105,67 @@ def test_trec_eval_fixtures_parse(shared_data):
     run = read_run(folder / "results.test")
     assert {q: len(v) for q, v in run.items()} == {"301": 500, "302": 500, "303": 500}
     assert len(read_run(folder / "results.trunc")["303"]) == 84
+
+
+def _tied_run(n_queries: int, seed: int = 7):
+    """An EvalRun whose scores tie a lot (and sometimes rise, as after a rerank)."""
+    import random as rnd
+
+    from engine.config import EngineConfig
+    from engine.pipeline import Ranked
+    from workbench.evaluate import EvalRun, QueryResult
+    from workbench.golden import GoldenItem
+    from workbench.metrics import evaluate_query
+
+    r = rnd.Random(seed)
+    results = []
+    for q in range(n_queries):
+        docs = r.sample([f"doc{d:04d}" for d in range(400)], 20)
+        rel = tuple(r.sample(docs, 2)) if r.random() < 0.9 else ("missing",)
+        scores = sorted((round(r.random(), 1) for _ in docs), reverse=True)
+        if r.random() < 0.2:
+            scores.reverse()  # a reranker may rank a lower fusion score first
+        ranked = [Ranked(d, s, None, None, None, None) for d, s in zip(docs, scores, strict=True)]
+        item = GoldenItem(id=f"q{q:05d}", query=f"q{q}", relevant=rel)
+        metrics = evaluate_query(docs, item.qrels, ["mrr", "ndcg@10", "recall@5"])
+        results.append(QueryResult(item, "hybrid", ranked, metrics, 1.0, [], None))
+    cfg = EngineConfig()
+    return EvalRun("r", "t", cfg, "d", "", "h", "all", ("hybrid",), False, results)
+
+
+def test_exported_run_reproduces_eval_numbers_in_pytrec_eval(tmp_path) -> None:
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    from workbench.evaluate import trec_run_lines
+
+    run = _tied_run(3000)
+    path = tmp_path / "run.trec"
+    path.write_text("\n".join(trec_run_lines(run, "hybrid")) + "\n", encoding="utf-8")
+    ties = sum(len({it.score for it in r.ranked}) < len(r.ranked) for r in run.for_mode("hybrid"))
+    assert ties > 2500  # the case that broke: most queries have tied engine scores
+    assert read_run(path) == {
+        r.item.id: [it.node_id for it in r.ranked] for r in run.for_mode("hybrid")
+    }
+    qrels = {r.item.id: dict(r.item.qrels) for r in run.for_mode("hybrid")}
+    scores = read_run_scores(path)
+    ev = pytrec_eval.RelevanceEvaluator(qrels, {"recip_rank", "ndcg_cut.10", "recall.5"})
+    per_query = ev.evaluate(scores)
+    means = run.means("hybrid")
+    n = len(qrels)
+    for ours, theirs in (
+        ("mrr", "recip_rank"),
+        ("ndcg@10", "ndcg_cut_10"),
+        ("recall@5", "recall_5"),
+    ):
+        total = sum(per_query.get(q, {}).get(theirs, 0.0) for q in qrels)
+        assert total / n == pytest.approx(means[ours], abs=1e-12), ours
+
+
+def test_exported_run_refuses_a_repeated_query_id() -> None:
+    from workbench.evaluate import trec_run_lines
+
+    run = _tied_run(2)
+    run.results[1] = type(run.results[1])(
+        run.results[0].item, "hybrid", run.results[1].ranked, {}, 1.0, [], None
+    )
+    with pytest.raises(ValueError, match="appears twice"):
+        trec_run_lines(run, "hybrid")
