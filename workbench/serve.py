@@ -440,6 +440,13 @@ class ServedEngine:
                 "the index on disk was rebuilt by another process; POST /admin/rebuild-index "
                 "(a no-op re-index) to switch to it"
             )
+        if not os.path.isdir(self.ws.kb):
+            # Health must describe the problem, not fail on it (it answered 400 here).
+            reasons.append(
+                f"the knowledge base folder {self.ws.kb} is missing (serving the index in "
+                "memory); restore the folder, or restart `wikirag serve --kb DIR`"
+            )
+            return {"status": "degraded", "reasons": reasons, "serving": True, **info}
         # Freshness against the KB as it is on disk now (the engine's own is from load time).
         kb_sig = kb_file_signature(self.ws.kb)
         cached = self._health_cache

@@ -405,3 +405,19 @@ def test_load_8_clients_x_50_requests_without_errors(client):
         statuses = [s for batch in pool.map(run, range(8)) for s in batch]
     assert len(statuses) == 400
     assert statuses == [200] * 400
+
+
+def test_health_says_the_kb_folder_is_missing_with_a_200(tmp_path):
+    import shutil
+
+    kb = make_kb(tmp_path)
+    app = create_app(kb.ws, kb.cfg, llm=None, admin_token="")
+    with live_server(app) as url, httpx.Client(base_url=url, timeout=60) as c:
+        assert c.get("/health").json()["status"] == "ok"
+        shutil.rmtree(kb.ws.kb)
+        r = c.get("/health")
+        assert r.status_code == 200
+        h = r.json()
+        assert h["status"] == "degraded" and h["serving"] is True
+        assert any("knowledge base folder" in x and "is missing" in x for x in h["reasons"])
+        assert c.post("/search", json={"query": "RRF"}).status_code == 200  # still serving
