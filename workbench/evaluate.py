@@ -169,7 +169,17 @@ class EvalRun:
         return [r for r in self.results if r.mode == mode]
 
     def per_query(self, mode: str) -> dict[str, dict[str, float]]:
-        return {r.item.id: r.metrics for r in self.for_mode(mode)}
+        out: dict[str, dict[str, float]] = {}
+        for r in self.for_mode(mode):
+            # Two results under one id would silently become one in every mean and in
+            # the paired statistics; golden.checked() refuses such sets before scoring.
+            if r.item.id in out:
+                raise EngineError(
+                    f"query id {r.item.id!r} appears twice in this run; ids must be unique "
+                    "(run `wikirag golden validate`)"
+                )
+            out[r.item.id] = r.metrics
+        return out
 
     def means(self, mode: str) -> dict[str, float]:
         return M.mean_scores(self.per_query(mode))

@@ -558,15 +558,28 @@ def run_experiment(
     notes: str = "",
     dry_run: bool = False,
     notify: Callable[[str], None] | None = None,
+    allow_invalid: bool = False,
 ) -> ExperimentResult:
     """Evaluate baseline vs baseline+change on tune (and holdout), decide, log, maybe accept.
 
     Holds the KB's experiment lock from reading the baseline to writing it (module doc);
-    ``notify`` hears about a recovered interrupted accept.
+    ``notify`` hears about a recovered interrupted accept and, with ``allow_invalid``,
+    which invalid golden items were skipped (an invalid golden set is refused otherwise).
     """
     store = ExperimentStore(ws.experiments)
     with store.writing("experiment try", notify):
-        return _run_locked(ws, store, evaluator_for, overrides, title, tier, notes, dry_run=dry_run)
+        return _run_locked(
+            ws,
+            store,
+            evaluator_for,
+            overrides,
+            title,
+            tier,
+            notes,
+            dry_run=dry_run,
+            allow_invalid=allow_invalid,
+            notify=notify,
+        )
 
 
 def _run_locked(
@@ -579,6 +592,8 @@ def _run_locked(
     notes: str,
     *,
     dry_run: bool,
+    allow_invalid: bool,
+    notify: Callable[[str], None] | None,
 ) -> ExperimentResult:
     gs = golden.load(ws.dataset)
     base_cfg = store.baseline_config()
@@ -588,6 +603,8 @@ def _run_locked(
         raise EngineError("the change leaves the config as it is; pick a different value")
     mode_b, mode_c = base_cfg.search.mode, cand_cfg.search.mode
     ev_b, ev_c = evaluator_for(base_cfg), evaluator_for(cand_cfg)
+    kb = getattr(getattr(ev_b, "engine", None), "kb", None)  # node ids checked when known
+    gs = golden.checked(gs, kb, allow_invalid=allow_invalid, notify=notify)
     runs = {}
     for split in ("tune", "holdout"):
         runs[("b", split)] = ev_b.run(gs, base_cfg, modes=[mode_b], split=split)

@@ -12,7 +12,7 @@ import hashlib
 import io
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -216,6 +216,44 @@ def _item(q: Mapping[str, Any], n: int) -> GoldenItem:
         unanswerable=bool(q.get("unanswerable", False)),
         grades=grades,
     )
+
+
+def checked(
+    gs: GoldenSet,
+    kb: Any | None = None,
+    *,
+    allow_invalid: bool = False,
+    notify: Callable[[str], None] | None = None,
+) -> GoldenSet:
+    """``gs`` if it has no errors; else refuse, or with ``allow_invalid`` drop the bad items.
+
+    Scoring an invalid set gives numbers that look fine and mean little (an unknown id is
+    a query no config can get right; a duplicate id collapses two queries into one), so
+    `eval` and `experiment try` call this first. Every occurrence of a duplicated id is
+    dropped: which one is "right" is unknowable. ``notify`` hears what was skipped.
+    """
+    errors = [i for i in validate(gs, kb) if i.level == "error"]
+    if not errors:
+        return gs
+    if not allow_invalid:
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        raise GoldenSetError(
+            f"golden set {gs.name} is invalid: {errors[0]}{more}; fix it (`wikirag golden "
+            "validate` lists every error) or pass --allow-invalid to score only valid items"
+        )
+    bad = {i.item_id for i in errors if i.item_id}
+    unplaced = [i for i in errors if not i.item_id]
+    if unplaced:
+        raise GoldenSetError(f"golden set {gs.name} is invalid: {unplaced[0]}")
+    kept = tuple(it for it in gs.items if it.id not in bad)
+    if notify is not None:
+        skipped = len(gs.items) - len(kept)
+        ids = ", ".join(sorted(bad)[:10]) + (" ..." if len(bad) > 10 else "")
+        notify(
+            f"--allow-invalid: skipped {skipped} of {len(gs.items)} golden items with errors "
+            f"({ids}); first error: {errors[0]}"
+        )
+    return replace(gs, items=kept)
 
 
 def _str_list(q: Mapping[str, Any], key: str, item_id: str, what: str) -> tuple[str, ...]:

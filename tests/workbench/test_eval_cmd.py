@@ -109,3 +109,59 @@ def test_eval_answers_prints_both_refusal_rates_with_counts(ws: Path, capsys, mo
     )
     assert m is not None, line
     assert int(m.group(2)) + int(m.group(4)) == 6  # q1-q5 answerable, q9 unanswerable
+
+
+def _add_items(ws: Path, extra: str) -> None:
+    path = ws / "datasets" / "kb.yaml"
+    path.write_text(path.read_text(encoding="utf-8").rstrip("\n") + "\n" + extra, encoding="utf-8")
+
+
+STALE = '  - {id: q20, query: 不存在的章节, relevant: ["no/such#chapter"], difficulty: easy}\n'
+DUPLICATE = '  - {id: q1, query: 另一个问题, relevant: ["rag/chunking#切块策略/按标题切块"]}\n'
+EMPTY = '  - {id: q21, query: "", relevant: ["rag/chunking#切块策略/按标题切块"]}\n'
+
+
+@pytest.mark.parametrize(
+    ("extra", "why"),
+    [(STALE, "unknown node id"), (DUPLICATE, "id used 2 times"), (EMPTY, "query is empty")],
+)
+def test_eval_refuses_an_invalid_golden_set(ws: Path, capsys, extra: str, why: str) -> None:
+    _add_items(ws, extra)
+    assert main(["eval", "--kb", "kb"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("wikirag: error: golden set tiny is invalid: ") and why in err
+    assert "--allow-invalid" in err and err.count("\n") == 1
+    assert not (ws / "experiments" / "kb" / "runs").exists()  # nothing scored, nothing saved
+
+
+def test_eval_allow_invalid_skips_and_names_the_bad_items(ws: Path, capsys) -> None:
+    _add_items(ws, STALE + DUPLICATE)
+    assert main(["eval", "--kb", "kb", "--allow-invalid", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert "--allow-invalid: skipped 3 of 8 golden items with errors (q1, q20)" in err
+    ids = [q["id"] for q in json.loads(out)["queries"]]
+    assert sorted(ids) == ["q2", "q3", "q4", "q5"]  # both q1s dropped: neither is "the" q1
+
+
+def test_experiment_try_refuses_an_invalid_golden_set(ws: Path, capsys) -> None:
+    _add_items(ws, DUPLICATE)
+    assert main(["experiment", "try", "--kb", "kb", "--set", "fusion.k=30"]) == 2
+    assert "golden set tiny is invalid: [error] q1: id used 2 times" in capsys.readouterr().err
+    assert not (ws / "experiments" / "kb" / "experiments.jsonl").exists()
+
+
+def test_experiment_try_allow_invalid_says_what_it_skipped(ws: Path, capsys) -> None:
+    _add_items(ws, STALE)
+    rc = main(["experiment", "try", "--kb", "kb", "--set", "fusion.k=30", "--allow-invalid"])
+    assert rc == 0
+    assert "skipped 1 of 7 golden items with errors (q20)" in capsys.readouterr().err
+
+
+def test_duplicate_ids_never_collapse_in_per_query_scores() -> None:
+    from engine.errors import EngineError
+    from tests.workbench.test_experiments import _run
+
+    run = _run([(0.5, 0.5, 1.0), (1.0, 1.0, 1.0)])
+    object.__setattr__(run.results[1], "item", run.results[0].item)
+    with pytest.raises(EngineError, match="appears twice"):
+        run.means("hybrid")

@@ -44,6 +44,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--trec-qrels", metavar="OUT", help="also write the golden set as TREC qrels")
     p.add_argument("--no-save", action="store_true", help="do not write a run record")
     p.add_argument(
+        "--allow-invalid",
+        action="store_true",
+        help="score a golden set with errors, skipping (and naming) the invalid items",
+    )
+    p.add_argument(
         "--gate",
         action="store_true",
         help="exit 1 with a one-line reason if this config regresses against the baseline",
@@ -63,9 +68,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = effective_config(args, ws)
     gs = golden.load(ws.dataset)
     ev = evaluator(ws, cfg)
-    problems = [i for i in golden.validate(gs, ev.engine.kb) if i.level == "error"]
-    for issue in problems:
-        info(f"golden set: {issue}")
+    gs = golden.checked(gs, ev.engine.kb, allow_invalid=args.allow_invalid, notify=info)
     bar = _progress_bar(len(gs.answerable(args.split)) * len(args.modes))
     result = ev.run(
         gs,

@@ -21,6 +21,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--title", default=None)
     t.add_argument("--notes", default="")
     t.add_argument("--dry-run", action="store_true", help="decide but write nothing")
+    t.add_argument(
+        "--allow-invalid",
+        action="store_true",
+        help="run on a golden set with errors, skipping (and naming) the invalid items",
+    )
     t.set_defaults(func=_try)
     lg = es.add_parser("log", help="print the score trajectory and the log's decisions")
     add_kb_args(lg, index=True)
@@ -90,6 +95,7 @@ def _try(args: argparse.Namespace) -> int:
         notes=args.notes,
         dry_run=args.dry_run,
         notify=info,
+        allow_invalid=args.allow_invalid,
     )
     _print_result(res, args.json)
     return 0
