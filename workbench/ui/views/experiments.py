@@ -96,9 +96,17 @@ with ui.guarded("Experiments"):
                 "Version", [x["version"] for x in reversed(versions)], key="exp_restore_v"
             )
             if st.button(f"Restore version {v} as the baseline", key="exp_restore"):
-                cfg = store.restore(int(v), notify=st.warning)
+                said: list[str] = []  # a recovery notice must survive the rerun below
+                cfg = store.restore(int(v), notify=said.append)
                 resources.clear_data()
-                state.flash(f"Baseline restored to version {v} (config {cfg.hash})")
+                state.flash(
+                    " ".join(
+                        [
+                            *(f"⚠️ {m}." for m in said),
+                            f"Baseline restored to version {v} (config {cfg.hash})",
+                        ]
+                    )
+                )
                 st.rerun()
 
     st.subheader("Auto-optimize")
