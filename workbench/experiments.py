@@ -1,9 +1,9 @@
 """Accept/rollback experiments, the optimization log, baselines, auto-optimize and the CI gate.
 
 One experiment = the current baseline config + one change, both evaluated on the tune
-split (the holdout is evaluated too and reported, never used to decide). The change is
-accepted only if every criterion of the acceptance rule holds (DESIGN.md "Experiments"),
-plus the statistical checks of ``decide``.
+split (the holdout is evaluated too; the rule only checks it is not significantly worse).
+The change is accepted only if every criterion of the acceptance rule holds
+(workbench/rule.py: rule.yaml or a preset; workbench/acceptance.py: ``decide``).
 
 Concurrency: every writer (``run_experiment``, ``restore``, the optimize loop, the UI
 buttons) holds one lock per KB (``flock`` on ``experiments/<kb>/.experiment.lock``) from
@@ -35,168 +35,17 @@ from engine.atomic import atomic_append_text, atomic_write_text
 from engine.config import EngineConfig
 from engine.errors import EngineError
 from workbench import golden
+from workbench import rule as rules
+from workbench.acceptance import Criterion as Criterion
+from workbench.acceptance import Decision, decide
 from workbench.catalog import TIER_NAMES, needs_reindex, strategies
 from workbench.context import Workspace
 from workbench.evaluate import EvalRun, Evaluator
-from workbench.stats import PairedComparison, compare_paired
+from workbench.rule import STATISTICAL as STATISTICAL
+from workbench.rule import STRICT as STRICT
+from workbench.rule import AcceptanceRule
 
-
-@dataclass(frozen=True)
-class AcceptanceRule:
-    """DESIGN.md's thresholds; the CLI and UI show each criterion with its measured value."""
-
-    min_recall5_delta: float = 0.01
-    min_mrr_delta: float = -0.02
-    min_hit5_delta: float = 0.0
-    max_latency_delta_ms: float = 100.0
-    max_regressed_queries: int = 2
-    max_query_regression: float = 0.2
-    max_slice_regression: float = 0.05
-    min_slice_size: int = 3  # smaller slices are too noisy to veto a change
-    alpha: float = 0.05
-
-
-RULE = AcceptanceRule()
-EPS = 1e-9
-
-
-@dataclass(frozen=True)
-class Criterion:
-    name: str
-    value: float
-    threshold: str
-    passed: bool
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "value": self.value,
-            "threshold": self.threshold,
-            "passed": self.passed,
-        }
-
-
-@dataclass
-class Decision:
-    accepted: bool
-    criteria: list[Criterion]
-    comparisons: dict[str, PairedComparison]
-    regressed: list[tuple[str, float]]  # (query id, drop in recall@5)
-    slices: dict[str, float]  # "difficulty=hard" -> delta recall@5
-    latency_delta_ms: float
-
-    @property
-    def reasons(self) -> list[str]:
-        return [
-            f"{c.name}: {c.value:+.4f} (needs {c.threshold})" for c in self.criteria if not c.passed
-        ]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "accepted": self.accepted,
-            "criteria": [c.to_dict() for c in self.criteria],
-            "comparisons": {k: v.to_dict() for k, v in self.comparisons.items()},
-            "regressed": self.regressed,
-            "slices": self.slices,
-            "latency_delta_ms": self.latency_delta_ms,
-        }
-
-
-def decide(
-    base: EvalRun,
-    cand: EvalRun,
-    mode: str,
-    rule: AcceptanceRule = RULE,
-    *,
-    require_improvement: bool = True,
-) -> Decision:
-    """Apply the acceptance rule to two runs over the same queries.
-
-    A query is "regressed" when its Recall@5 drops (the rule's headline measure). With
-    ``require_improvement=False`` (the CI gate) Recall@5 must only not drop by more than
-    the improvement threshold.
-    """
-    a, b = base.per_query(mode), cand.per_query(mode)
-    comps = {m: compare_paired(a, b, m) for m in ("recall@5", "mrr", "hit@5", "ndcg@10")}
-    lat = cand.latency(mode)["p50"] - base.latency(mode)["p50"]
-    regressed = sorted(
-        ((q, a[q]["recall@5"] - b[q]["recall@5"]) for q in a if q in b),
-        key=lambda t: -t[1],
-    )
-    regressed = [(q, d) for q, d in regressed if d > EPS]
-    slices = _slice_deltas(base, cand, mode, rule.min_slice_size)
-    r5, mrr, hit = comps["recall@5"].delta, comps["mrr"].delta, comps["hit@5"].delta
-    worst_slice = min(slices.values(), default=0.0)
-    crit = []
-    if require_improvement:
-        crit.append(
-            Criterion(
-                "recall@5 delta",
-                r5,
-                f">= +{rule.min_recall5_delta}",
-                r5 >= rule.min_recall5_delta - EPS,
-            )
-        )
-    else:
-        crit.append(
-            Criterion(
-                "recall@5 delta",
-                r5,
-                f">= -{rule.min_recall5_delta}",
-                r5 >= -rule.min_recall5_delta - EPS,
-            )
-        )
-    crit += [
-        Criterion("mrr delta", mrr, f">= {rule.min_mrr_delta}", mrr >= rule.min_mrr_delta - EPS),
-        Criterion(
-            "hit@5 delta", hit, f">= {rule.min_hit5_delta}", hit >= rule.min_hit5_delta - EPS
-        ),
-        Criterion(
-            "latency p50 delta (ms)",
-            lat,
-            f"<= +{rule.max_latency_delta_ms:g}",
-            lat <= rule.max_latency_delta_ms + EPS,
-        ),
-        Criterion(
-            "regressed queries",
-            float(len(regressed)),
-            f"<= {rule.max_regressed_queries}",
-            len(regressed) <= rule.max_regressed_queries,
-        ),
-        Criterion(
-            "largest query regression",
-            max((d for _, d in regressed), default=0.0),
-            f"<= {rule.max_query_regression}",
-            all(d <= rule.max_query_regression + EPS for _, d in regressed),
-        ),
-        Criterion(
-            "worst slice delta (recall@5)",
-            worst_slice,
-            f">= -{rule.max_slice_regression}",
-            worst_slice >= -rule.max_slice_regression - EPS,
-        ),
-        Criterion(
-            "mrr not significantly worse (p)",
-            comps["mrr"].p_value,
-            f">= {rule.alpha} or delta >= 0",
-            mrr >= 0 or comps["mrr"].p_value >= rule.alpha,
-        ),
-    ]
-    return Decision(all(c.passed for c in crit), crit, comps, regressed, slices, lat)
-
-
-def _slice_deltas(base: EvalRun, cand: EvalRun, mode: str, min_size: int) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for by in ("difficulty", "category"):
-        ba, ca = base.breakdown(mode, by), cand.breakdown(mode, by)
-        sizes: dict[str, int] = {}
-        for r in base.for_mode(mode):
-            key = str(getattr(r.item, by))
-            sizes[key] = sizes.get(key, 0) + 1
-        for g in ba:
-            if g in ca and sizes.get(g, 0) >= min_size:
-                out[f"{by}={g}"] = ca[g].get("recall@5", 0.0) - ba[g].get("recall@5", 0.0)
-    return out
+RULE = STATISTICAL  # the default when experiments/<kb>/rule.yaml is absent
 
 
 @dataclass
@@ -516,8 +365,15 @@ def format_log_entry(r: ExperimentResult) -> str:
     d = r.decision
     change = "; ".join(f"`{k}`: {a!r} → {b!r}" for k, (a, b) in r.changes.items()) or "(none)"
     c5, cm = d.comparisons["recall@5"], d.comparisons["mrr"]
+    cp = d.comparisons.get(d.rule.primary, cm)
     verdict = "✅ Accepted — new baseline" if d.accepted else "❌ Rolled back"
     why = "all criteria hold" if d.accepted else "; ".join(d.reasons)
+    criteria = "".join(
+        f"  - {'✅' if c.passed else '❌'} {c.name}: {c.shown} (needs {c.threshold})"
+        + (f" — {c.detail}" if c.detail else "")
+        + "\n"
+        for c in d.criteria
+    )
     return (
         f"\n### Experiment {r.number}: {one_line(r.title)}\n\n"
         f"- **Date**: {r.date}\n"
@@ -527,10 +383,12 @@ def format_log_entry(r: ExperimentResult) -> str:
         f"- **Result** (`{r.cand_hash}`, tune): {_fmt_metrics(r.cand_tune)}\n"
         f"- **Statistics**: ΔRecall@5 {c5.delta:+.3f} (95% CI [{c5.ci_low:+.3f}, {c5.ci_high:+.3f}], "
         f"p={c5.p_value:.3f}); ΔMRR {cm.delta:+.3f} (95% CI [{cm.ci_low:+.3f}, {cm.ci_high:+.3f}], "
-        f"p={cm.p_value:.3f}); wins/losses/ties on Recall@5 {c5.wins}/{c5.losses}/{c5.ties}\n"
+        f"p={cm.p_value:.3f}); wins/losses/ties on {cp.measure} {cp.wins}/{cp.losses}/{cp.ties}\n"
         f"- **Holdout**: Recall@5 {r.base_holdout.get('recall@5', 0):.3f} → "
         f"{r.cand_holdout.get('recall@5', 0):.3f}, MRR {r.base_holdout.get('mrr', 0):.3f} → "
         f"{r.cand_holdout.get('mrr', 0):.3f}\n"
+        f"- **Rule**: {d.rule.name} (primary {d.rule.primary}, α = {d.rule.alpha:g})\n"
+        f"{criteria}"
         f"- **Decision**: {verdict} ({why})\n"
         f"- **Notes**: {one_line(r.notes) or '-'}\n"
     )
@@ -548,6 +406,45 @@ def _with_latency(run: EvalRun, mode: str) -> dict[str, float]:
     return m
 
 
+@dataclass
+class Scored:
+    """A candidate config evaluated beside the baseline and decided; nothing written yet."""
+
+    base_cfg: EngineConfig
+    cand_cfg: EngineConfig
+    mode: str
+    runs: dict[tuple[str, str], EvalRun]  # ("b" | "c", "tune" | "holdout") -> run
+    decision: Decision
+
+
+def score_candidate(
+    gs: golden.GoldenSet,
+    evaluator_for: Callable[[EngineConfig], Evaluator],
+    base_cfg: EngineConfig,
+    cand_cfg: EngineConfig,
+    rule: AcceptanceRule = RULE,
+    *,
+    evaluators: tuple[Evaluator, Evaluator] | None = None,
+) -> Scored:
+    """Evaluate baseline and candidate on tune and holdout and apply ``rule``; no writes.
+
+    The optimizer's entry point for "would the rule accept this config?". Locking,
+    golden-set checks and logging belong to ``run_experiment``, which calls this.
+    """
+    mode_b, mode_c = base_cfg.search.mode, cand_cfg.search.mode
+    ev_b, ev_c = evaluators or (evaluator_for(base_cfg), evaluator_for(cand_cfg))
+    runs = {}
+    for split in ("tune", "holdout"):
+        runs[("b", split)] = ev_b.run(gs, base_cfg, modes=[mode_b], split=split)
+        runs[("c", split)] = ev_c.run(gs, cand_cfg, modes=[mode_c], split=split)
+    if mode_b != mode_c:  # compare under the name each run used
+        for split in ("tune", "holdout"):
+            runs[("c", split)] = _rename_mode(runs[("c", split)], mode_c, mode_b)
+    holdout = (runs[("b", "holdout")], runs[("c", "holdout")])
+    decision = decide(runs[("b", "tune")], runs[("c", "tune")], mode_b, rule, holdout=holdout)
+    return Scored(base_cfg, cand_cfg, mode_b, runs, decision)
+
+
 def run_experiment(
     ws: Workspace,
     evaluator_for: Callable[[EngineConfig], Evaluator],
@@ -559,8 +456,11 @@ def run_experiment(
     dry_run: bool = False,
     notify: Callable[[str], None] | None = None,
     allow_invalid: bool = False,
+    rule: AcceptanceRule | None = None,
 ) -> ExperimentResult:
     """Evaluate baseline vs baseline+change on tune (and holdout), decide, log, maybe accept.
+
+    ``rule``: default experiments/<kb>/rule.yaml if present, else the statistical preset.
 
     Holds the KB's experiment lock from reading the baseline to writing it (module doc);
     ``notify`` hears about a recovered interrupted accept and, with ``allow_invalid``,
@@ -579,6 +479,7 @@ def run_experiment(
             dry_run=dry_run,
             allow_invalid=allow_invalid,
             notify=notify,
+            rule=rule or rules.resolve(ws.experiments),
         )
 
 
@@ -594,6 +495,7 @@ def _run_locked(
     dry_run: bool,
     allow_invalid: bool,
     notify: Callable[[str], None] | None,
+    rule: AcceptanceRule,
 ) -> ExperimentResult:
     gs = golden.load(ws.dataset)
     base_cfg = store.baseline_config()
@@ -601,19 +503,13 @@ def _run_locked(
     changes = base_cfg.diff(cand_cfg)
     if not changes:
         raise EngineError("the change leaves the config as it is; pick a different value")
-    mode_b, mode_c = base_cfg.search.mode, cand_cfg.search.mode
+    mode_b = base_cfg.search.mode
     ev_b, ev_c = evaluator_for(base_cfg), evaluator_for(cand_cfg)
     kb = getattr(getattr(ev_b, "engine", None), "kb", None)  # node ids checked when known
     gs = golden.checked(gs, kb, allow_invalid=allow_invalid, notify=notify)
-    runs = {}
-    for split in ("tune", "holdout"):
-        runs[("b", split)] = ev_b.run(gs, base_cfg, modes=[mode_b], split=split)
-        runs[("c", split)] = ev_c.run(gs, cand_cfg, modes=[mode_c], split=split)
+    sc = score_candidate(gs, evaluator_for, base_cfg, cand_cfg, rule, evaluators=(ev_b, ev_c))
+    runs, decision = sc.runs, sc.decision
     base_t, cand_t = runs[("b", "tune")], runs[("c", "tune")]
-    if mode_b != mode_c:  # compare under the name each run used
-        cand_t = _rename_mode(cand_t, mode_c, mode_b)
-        runs[("c", "holdout")] = _rename_mode(runs[("c", "holdout")], mode_c, mode_b)
-    decision = decide(base_t, cand_t, mode_b)
     number = store.next_number()
     result = ExperimentResult(
         number=number,
@@ -723,22 +619,32 @@ def _ranking_key(cfg: EngineConfig) -> str:
     return cfg.hash
 
 
-def gate(ws: Workspace, current: EvalRun) -> tuple[bool, str]:
-    """CI gate: does ``current`` regress against the accepted baseline (acceptance rule)?"""
+def gate(ws: Workspace, current: EvalRun, rule: AcceptanceRule | None = None) -> tuple[bool, str]:
+    """CI gate: does ``current`` regress against the accepted baseline?
+
+    The same rule as experiments (rule.yaml, else the statistical preset), asked the
+    non-inferiority question: the primary measure must not be significantly worse
+    (statistical) or not drop by more than the improvement threshold (strict); the other
+    criteria are unchanged. No holdout check: the gate scores the split it was given.
+    """
     from workbench.engines import evaluator
 
     store = ExperimentStore(ws.experiments)
+    rule = rule or rules.resolve(ws.experiments)
     base_cfg = store.baseline_config()
     if base_cfg.hash == current.config.hash:
         return True, f"config is the baseline ({base_cfg.hash}); nothing to compare"
     gs = golden.load(ws.dataset)
     mode = current.modes[0]
     base_run = evaluator(ws, base_cfg).run(gs, base_cfg, modes=[mode], split=current.split)
-    d = decide(base_run, current, mode, require_improvement=False)
+    d = decide(base_run, current, mode, rule, require_improvement=False)
+    c = d.comparisons
+    deltas = (
+        f"ΔRecall@5 {c['recall@5'].delta:+.3f}, ΔMRR {c['mrr'].delta:+.3f}, "
+        f"ΔHit@5 {c['hit@5'].delta:+.3f}; rule {rule.name}"
+    )
     if d.accepted:
-        c = d.comparisons
-        return True, (
-            f"no regression vs baseline {base_cfg.hash}: ΔRecall@5 {c['recall@5'].delta:+.3f}, "
-            f"ΔMRR {c['mrr'].delta:+.3f}, ΔHit@5 {c['hit@5'].delta:+.3f}"
-        )
-    return False, f"regression vs baseline {base_cfg.hash}: " + "; ".join(d.reasons)
+        return True, f"no regression vs baseline {base_cfg.hash}: {deltas}"
+    return False, f"regression vs baseline {base_cfg.hash}: " + "; ".join(
+        d.reasons
+    ) + f" ({deltas})"

@@ -1,3 +1,4 @@
+import dataclasses
 import json
 
 import pytest
@@ -5,7 +6,7 @@ import pytest
 from engine.config import EngineConfig
 from workbench.evaluate import EvalRun, QueryResult
 from workbench.experiments import (
-    AcceptanceRule,
+    STRICT,
     ExperimentResult,
     ExperimentStore,
     decide,
@@ -38,7 +39,7 @@ def test_accept_at_exact_thresholds():
     cand = list(BASE)
     cand[0] = (0.6, 0.5, 1.0)
     cand[1] = (0.5, 0.3, 1.0)
-    d = decide(_run(BASE), _run(cand, lat=110.0), "hybrid")
+    d = decide(_run(BASE), _run(cand, lat=110.0), "hybrid", STRICT)
     crit = {c.name: c for c in d.criteria}
     assert crit["recall@5 delta"].value == pytest.approx(0.01)
     assert crit["mrr delta"].value == pytest.approx(-0.02)
@@ -49,30 +50,30 @@ def test_accept_at_exact_thresholds():
 def test_reject_just_below_recall_threshold():
     cand = list(BASE)
     cand[0] = (0.59, 0.5, 1.0)
-    d = decide(_run(BASE), _run(cand), "hybrid")
+    d = decide(_run(BASE), _run(cand), "hybrid", STRICT)
     assert not d.accepted
     assert any(r.startswith("recall@5 delta") for r in d.reasons)
 
 
 def test_reject_latency_over_budget():
     cand = [(0.6, 0.5, 1.0)] * 10
-    d = decide(_run(BASE), _run(cand, lat=110.01), "hybrid")
+    d = decide(_run(BASE), _run(cand, lat=110.01), "hybrid", STRICT)
     assert [c.name for c in d.criteria if not c.passed] == ["latency p50 delta (ms)"]
 
 
 def test_regressed_queries_limit_and_size():
     cand = [(1.0, 1.0, 1.0)] * 7 + [(0.4, 0.5, 1.0)] * 3  # 3 regressions of 0.1
-    d = decide(_run(BASE), _run(cand), "hybrid")
+    d = decide(_run(BASE), _run(cand), "hybrid", STRICT)
     assert len(d.regressed) == 3
     assert "regressed queries" in [c.name for c in d.criteria if not c.passed]
     cand = [(1.0, 1.0, 1.0)] * 9 + [(0.2, 0.5, 1.0)]  # one regression of 0.3 > 0.2
-    d = decide(_run(BASE), _run(cand), "hybrid")
+    d = decide(_run(BASE), _run(cand), "hybrid", STRICT)
     assert [c.name for c in d.criteria if not c.passed] == ["largest query regression"]
 
 
 def test_hit_must_not_drop():
     cand = [(0.7, 0.6, 1.0)] * 9 + [(0.5, 0.5, 0.0)]
-    d = decide(_run(BASE), _run(cand), "hybrid")
+    d = decide(_run(BASE), _run(cand), "hybrid", STRICT)
     assert "hit@5 delta" in [c.name for c in d.criteria if not c.passed]
 
 
@@ -80,22 +81,22 @@ def test_slice_regression_veto():
     cats = {n: ("small" if n < 3 else "big") for n in range(10)}
     base = [(0.5, 0.5, 1.0)] * 10
     cand = [(0.4, 0.5, 1.0)] * 3 + [(0.7, 0.5, 1.0)] * 7  # 'small' slice -0.1 (3 queries)
-    rule = AcceptanceRule(max_regressed_queries=5)
+    rule = dataclasses.replace(STRICT, max_regressed_queries=5)
     d = decide(_run(base, cats=cats), _run(cand, cats=cats), "hybrid", rule)
     assert d.slices["category=small"] == pytest.approx(-0.1)
     assert [c.name for c in d.criteria if not c.passed] == ["worst slice delta (recall@5)"]
 
 
 def test_gate_mode_tolerates_equal_recall():
-    d = decide(_run(BASE), _run(BASE), "hybrid", require_improvement=False)
+    d = decide(_run(BASE), _run(BASE), "hybrid", STRICT, require_improvement=False)
     assert d.accepted
-    d = decide(_run(BASE), _run(BASE), "hybrid")
+    d = decide(_run(BASE), _run(BASE), "hybrid", STRICT)
     assert not d.accepted
 
 
 def _result(store, accepted=True, number=1):
     base, cand = EngineConfig(), EngineConfig().with_overrides({"fusion.k": 30})
-    d = decide(_run(BASE), _run([(0.7, 0.6, 1.0)] * 10 if accepted else BASE), "hybrid")
+    d = decide(_run(BASE), _run([(0.7, 0.6, 1.0)] * 10 if accepted else BASE), "hybrid", STRICT)
     return ExperimentResult(
         number,
         "k=30",

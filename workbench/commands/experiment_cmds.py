@@ -1,4 +1,4 @@
-"""`wikirag experiment try|log|restore|versions` and `wikirag optimize`."""
+"""`wikirag experiment try|rule|log|restore|versions` and `wikirag optimize`."""
 
 from __future__ import annotations
 
@@ -9,6 +9,11 @@ from engine.config import EngineConfig, parse_override
 from engine.errors import EngineError
 from workbench.commands.common import add_kb_args, info, print_json, workspace
 from workbench.context import Workspace
+
+RULE_HELP = (
+    "statistical | strict | a rule.yaml file (default: experiments/<kb>/rule.yaml if present, "
+    "else statistical)"
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,7 +31,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="run on a golden set with errors, skipping (and naming) the invalid items",
     )
+    t.add_argument("--rule", default=None, help=RULE_HELP)
     t.set_defaults(func=_try)
+    ru = es.add_parser("rule", help="show the acceptance rule experiments are decided by")
+    add_kb_args(ru, index=True)
+    ru.add_argument("--rule", default=None, help=RULE_HELP)
+    ru.set_defaults(func=_rule)
     lg = es.add_parser("log", help="print the score trajectory and the log's decisions")
     add_kb_args(lg, index=True)
     lg.set_defaults(func=_log)
@@ -52,7 +62,7 @@ def _evaluator_for(ws: Workspace):
     return lambda cfg: evaluator(ws, cfg)
 
 
-def _print_result(res, as_json: bool) -> None:
+def _print_result(res, as_json: bool, dry_run: bool = False) -> None:
     if as_json:
         print_json(res.to_record())
         return
@@ -61,9 +71,11 @@ def _print_result(res, as_json: bool) -> None:
         f"Experiment {res.number}: {res.title}",
         "  change: " + "; ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in res.changes.items()),
     ]
+    out.append(f"  rule: {d.rule.name} (primary {d.rule.primary}, alpha {d.rule.alpha:g})")
     for c in d.criteria:
         out.append(
-            f"  [{'PASS' if c.passed else 'FAIL'}] {c.name:<32} {c.value:+.4f}  (needs {c.threshold})"
+            f"  [{'PASS' if c.passed else 'FAIL'}] {c.name:<40} {c.shown:>8}  (needs {c.threshold})"
+            + (f"  {c.detail}" if c.detail else "")
         )
     c5, cm = d.comparisons["recall@5"], d.comparisons["mrr"]
     out.append(
@@ -77,14 +89,19 @@ def _print_result(res, as_json: bool) -> None:
         f"  holdout  recall@5 {res.base_holdout.get('recall@5', 0):.3f} -> {res.cand_holdout.get('recall@5', 0):.3f}"
         f"   mrr {res.base_holdout.get('mrr', 0):.3f} -> {res.cand_holdout.get('mrr', 0):.3f}"
     )
-    out.append("  decision: " + ("ACCEPTED (new baseline)" if d.accepted else "ROLLED BACK"))
+    verdict = "ACCEPTED (new baseline)" if d.accepted else "ROLLED BACK"
+    if dry_run:
+        verdict = ("would be ACCEPTED" if d.accepted else "would be ROLLED BACK") + " (dry run)"
+    out.append("  decision: " + verdict)
     sys.stdout.write("\n".join(out) + "\n")
 
 
 def _try(args: argparse.Namespace) -> int:
     from workbench.experiments import run_experiment
+    from workbench.rule import resolve
 
     ws = workspace(args)
+    rule = resolve(ws.experiments, args.rule)  # a bad --rule fails before any evaluation
     overrides = dict(parse_override(s) for s in args.overrides)
     res = run_experiment(
         ws,
@@ -96,8 +113,27 @@ def _try(args: argparse.Namespace) -> int:
         dry_run=args.dry_run,
         notify=info,
         allow_invalid=args.allow_invalid,
+        rule=rule,
     )
-    _print_result(res, args.json)
+    _print_result(res, args.json, args.dry_run)
+    return 0
+
+
+def _rule(args: argparse.Namespace) -> int:
+    from workbench.rule import RULE_FILE, resolve
+
+    ws = workspace(args)
+    rule = resolve(ws.experiments, args.rule)
+    own = ws.experiments / RULE_FILE
+    where = (
+        f"--rule {args.rule}"
+        if args.rule
+        else (str(own) if own.is_file() else f"preset (no {own})")
+    )
+    if args.json:
+        print_json({"source": where, "rule": rule.to_dict()})
+        return 0
+    sys.stdout.write(f"# effective acceptance rule, from {where}\n{rule.to_yaml()}")
     return 0
 
 
