@@ -41,7 +41,8 @@ RULE_FILE = "rule.yaml"
 class AcceptanceRule:
     """Every criterion of the accept/rollback decision; which ones apply depends on ``method``."""
 
-    name: str = "statistical"  # the preset or file it came from (shown, not a criterion)
+    name: str = "statistical"  # where it came from, for display: "strict (experiments/x/rule.yaml)"
+    preset: str = "statistical"  # the preset a rule.yaml started from
     method: str = "statistical"
     primary: str = "mrr"  # measured choice: README "Experiments: accept or roll back"
     alpha: float = 0.05
@@ -92,7 +93,7 @@ class AcceptanceRule:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"preset": self.name}
+        out: dict[str, Any] = {"preset": self.preset}
         for k in self.keys:
             v = getattr(self, k)
             out[k] = list(v) if isinstance(v, tuple) else v
@@ -128,6 +129,7 @@ def _validate(r: AcceptanceRule) -> None:
 STATISTICAL = AcceptanceRule()
 STRICT = AcceptanceRule(
     name="strict",
+    preset="strict",
     method="strict",
     primary="recall@5",
     slice_by=("difficulty", "category"),
@@ -150,10 +152,10 @@ def from_mapping(data: Any, source: str) -> AcceptanceRule:
     preset = data.pop("preset", "statistical")
     if preset not in PRESETS:
         raise EngineError(f"{source}: preset must be one of {', '.join(PRESETS)}, not {preset!r}")
-    values: dict[str, Any] = {"name": f"{preset} ({source})"}
+    values: dict[str, Any] = {"name": f"{preset} ({source})", "preset": preset}
     for key, raw in data.items():
         if key == "name" or key not in _FIELDS:
-            known = ", ".join(["preset", *(k for k in _FIELDS if k != "name")])
+            known = ", ".join(k for k in _FIELDS if k != "name")
             raise EngineError(f"{source}: unknown key {key!r}; known keys: {known}")
         values[key] = _coerce(key, raw, source)
     return dataclasses.replace(PRESETS[preset], **values)

@@ -32,7 +32,9 @@ def _pq(ranks: np.ndarray) -> dict[str, dict[str, float]]:
 
 def _groups(rng: np.random.Generator, n: int = N) -> dict[str, dict[str, str]]:
     return {
-        "difficulty": {f"q{i}": str(g) for i, g in enumerate(rng.choice(["easy", "medium", "hard"], n))},
+        "difficulty": {
+            f"q{i}": str(g) for i, g in enumerate(rng.choice(["easy", "medium", "hard"], n))
+        },
         "category": {f"q{i}": f"c{g}" for i, g in enumerate(rng.integers(0, 6, n))},
     }
 
@@ -128,7 +130,9 @@ def test_holdout_significantly_worse_vetoes_and_missing_holdout_is_shown():
     a, b = _fixed(60, 0, 200)
     ha, hb = _fixed(0, 30, 50)
     d = decide_scores(a, b, FAST, holdout=(ha, hb))
-    assert [c.name for c in d.criteria if not c.passed] == ["holdout mrr not significantly worse (p)"]
+    assert [c.name for c in d.criteria if not c.passed] == [
+        "holdout mrr not significantly worse (p)"
+    ]
     d = decide_scores(a, b, FAST)
     hold = next(c for c in d.criteria if c.name.startswith("holdout"))
     assert hold.passed and math.isnan(hold.value) and hold.shown == "n/a"

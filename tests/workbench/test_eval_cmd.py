@@ -81,7 +81,17 @@ def test_gate_passes_on_baseline_and_fails_on_regression(ws: Path, capsys) -> No
     )
     err = capsys.readouterr().err
     assert rc == 1
-    assert "gate: FAIL: regression vs baseline" in err and "recall@5" in err
+    # the default (statistical) rule: all 5 queries lose, exact one-sided p = 1/32 < 0.05
+    assert "gate: FAIL: regression vs baseline" in err and "mrr not significantly worse" in err
+
+
+def test_gate_uses_the_kb_rule_file(ws: Path, capsys) -> None:
+    (ws / "experiments" / "kb" / "rule.yaml").write_text("preset: strict\n", encoding="utf-8")
+    args = ["eval", "--kb", "kb", "--gate", "--no-save", "--set", "fusion.vector_weight=0"]
+    args += ["--set", "fusion.bm25_weight=0"]
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert "recall@5 delta" in err and "rule strict" in err
 
 
 def test_eval_answers_scores_extractive_answers(ws: Path, capsys, monkeypatch) -> None:

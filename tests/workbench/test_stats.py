@@ -59,3 +59,24 @@ def test_compare_paired_wins_losses_ties():
 @given(st.lists(st.floats(-1, 1, allow_nan=False), min_size=1, max_size=12))
 def test_p_value_in_unit_interval(diffs):
     assert 0.0 <= randomization_test(diffs) <= 1.0
+
+
+def test_randomization_one_sided_halves_the_symmetric_two_sided_p():
+    d = [0.5, 0.5, 0.5, 0.5]
+    assert randomization_test(d, alternative="greater") == pytest.approx(1 / 16)
+    assert randomization_test(d, alternative="less") == pytest.approx(1.0)
+
+
+def test_sign_test_one_sided_exact():
+    from workbench.stats import sign_test
+
+    assert sign_test(0, 3) == pytest.approx(1 / 8)  # P(3 losses of 3 | fair coin)
+    assert sign_test(14, 4) > 0.99 and sign_test(0, 0) == 1.0
+
+
+def test_holm_and_bh_adjustments_match_hand_computation():
+    from workbench.stats import benjamini_hochberg, holm
+
+    p = [0.01, 0.04, 0.03]
+    assert holm(p) == pytest.approx([0.03, 0.06, 0.06])
+    assert benjamini_hochberg(p) == pytest.approx([0.03, 0.04, 0.04])
