@@ -213,12 +213,24 @@ def test_experiments_run_decide_restore(ui_copy):
     assert not at.exception
     verdicts = [e.value for e in at.success] + [e.value for e in at.error]
     assert any("Accepted" in v or "Rolled back" in v for v in verdicts), verdicts
+    assert any("Rule: **statistical**" in c.value for c in at.caption)  # the rule decided it
     store = ui_copy["experiments"] / "kb"
     assert (store / "optimization_log.md").is_file()
     assert "Experiment 1" in texts(at)  # the log is rendered
     at.button(key="exp_restore").click().run()
     assert not at.exception
     assert "restored" in (store / "experiments.jsonl").read_text(encoding="utf-8")
+
+
+def test_experiments_strict_rule_is_selectable(ui_copy):
+    at = open_page("experiments")
+    at.selectbox(key="exp_rule").select("strict").run()
+    at.selectbox(key="exp_key").select("fusion.k").run()
+    at.number_input(key="exp_value_fusion.k").set_value(30).run()
+    at.button(key="exp_run").click().run()
+    assert not at.exception
+    assert any("Rule: **strict**" in c.value for c in at.caption)
+    assert "regressed queries" in texts(at)  # strict's absolute criteria are shown
 
 
 def test_experiments_auto_optimize(ui_copy):

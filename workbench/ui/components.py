@@ -464,18 +464,20 @@ def decision(result: Any) -> None:
         f"Experiment {result.number} · {result.title}: **{verdict}**"
         + ("" if d.accepted else " — " + "; ".join(d.reasons))
     )
+    st.caption(f"Rule: **{d.rule.name}** (primary {d.rule.primary}, α = {d.rule.alpha:g})")
     st.dataframe(
         pd.DataFrame(
             [
                 {
                     "criterion": c.name,
-                    "measured": c.value,
+                    "measured": c.shown,
                     "needs": c.threshold,
                     "result": "✅ pass" if c.passed else "❌ fail",
+                    "detail": c.detail,
                 }
                 for c in d.criteria
             ]
-        ).style.format({"measured": "{:+.4f}"}),
+        ),
         hide_index=True,
         width="stretch",
     )

@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from engine.config import all_keys
+from workbench import rule as rules
 from workbench.catalog import CATALOG, TIER_NAMES
 from workbench.experiments import ExperimentStore, optimize, run_experiment, trajectory
 from workbench.ui import components as ui
@@ -35,6 +36,19 @@ with ui.guarded("Experiments"):
 
     def evaluator_for(c):
         return resources.evaluator(ws, c)
+
+    own_rule = ws.experiments / rules.RULE_FILE
+    choices = ([f"{own_rule.name} (this KB)"] if own_rule.is_file() else []) + list(rules.PRESETS)
+    rule_pick = st.selectbox(
+        "Acceptance rule",
+        choices,
+        key="exp_rule",
+        help="statistical scales with the set (tests, not counts); strict keeps absolute "
+        "thresholds for sets under ~50 queries. Edit experiments/<kb>/rule.yaml to change it.",
+    )
+    rule = rules.PRESETS.get(rule_pick) or rules.resolve(ws.experiments)
+    with st.expander(f"Effective rule: {rule.name}"):
+        st.code(rule.to_yaml(), language="yaml")
 
     st.subheader("One change")
     suggestions = {"(choose a knob yourself)": None}
@@ -74,6 +88,7 @@ with ui.guarded("Experiments"):
                 tier=tier,
                 notes=notes,
                 notify=st.warning,
+                rule=rule,
             )
             status.update(label="Experiment done", state="complete")
         resources.clear_data()
