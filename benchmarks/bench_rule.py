@@ -202,6 +202,25 @@ def main() -> None:
         "rate": total / (2 * args.nulls),
         "rate_ci95": _cp(total, 2 * args.nulls),
     }
+    # which half of "CI low > 0 or p < alpha" falsely accepts: every real change, 200 swaps each
+    per_test = {"ci_low_above_0": 0, "randomization_p": 0, "either": 0, "draws": 0}
+    for sc in scored.values():
+        (a, _), (b, _) = pq(sc, "b", "tune"), pq(sc, "c", "tune")
+        zero = dict.fromkeys(a, 0.0)
+        for seed in range(args.nulls):
+            qa, qb, _ = _swap(a, b, zero, zero, np.random.default_rng(40_000 + seed))
+            c = compare_paired(qa, qb, rule.primary, alpha=rule.alpha, n_resamples=args.resamples)
+            x, y = c.ci_low > 0, c.delta > 0 and c.p_value < rule.alpha
+            per_test["ci_low_above_0"] += x
+            per_test["randomization_p"] += y
+            per_test["either"] += x or y
+            per_test["draws"] += 1
+    nulls["primary_criterion_alone"] = {
+        **per_test,
+        "either_rate": per_test["either"] / per_test["draws"],
+        "either_rate_ci95": _cp(per_test["either"], per_test["draws"]),
+    }
+    print("primary criterion alone", nulls["primary_criterion_alone"], flush=True)
     out["null_changes"] = nulls
 
     # 3. power on the keyword change, scaled by s
