@@ -35,6 +35,21 @@ def test_try_logs_and_keeps_baseline_on_rollback(ws) -> None:
     assert "### Experiment 1:" in log and "**Holdout**" in log
     if not res.decision.accepted:
         assert store.baseline_config() == HASH_CFG
+    # every criterion is logged with its value and threshold, in Markdown and JSONL
+    assert "**Rule**: statistical" in log and "holdout mrr not significantly worse" in log
+    details = store.load_records()[0]["details"]
+    assert details["rule"]["primary"] == "mrr"
+    assert all({"name", "value", "threshold", "passed"} <= set(c) for c in details["criteria"])
+
+
+def test_try_with_strict_rule_and_kb_rule_file(ws) -> None:
+    from workbench.rule import STRICT
+
+    res = run_experiment(ws, lambda c: evaluator(ws, c), {"fusion.k": 5.0}, rule=STRICT)
+    assert "regressed queries" in [c.name for c in res.decision.criteria]
+    (ws.experiments / "rule.yaml").write_text("preset: strict\nmin_primary_delta: 0.5\n")
+    res = run_experiment(ws, lambda c: evaluator(ws, c), {"fusion.k": 7.0}, dry_run=True)
+    assert res.decision.rule.min_primary_delta == 0.5 and "rule.yaml" in res.decision.rule.name
 
 
 def test_embedding_changes_get_a_side_index(ws) -> None:
