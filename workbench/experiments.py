@@ -67,6 +67,17 @@ class ExperimentResult:
     date: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def no_effect(self) -> bool:
+        """True when the change left every ranking identical: reported, never logged."""
+        return bool(self.extra.get("no_effect"))
+
+    @property
+    def verdict(self) -> str:
+        if self.no_effect:
+            return "no effect"
+        return "accepted" if self.decision.accepted else "rolled back"
+
     def to_record(self) -> dict[str, Any]:
         return {
             "number": self.number,
@@ -74,7 +85,7 @@ class ExperimentResult:
             "date": self.date,
             "tier": self.tier,
             "changes": {k: list(v) for k, v in self.changes.items()},
-            "decision": "accepted" if self.decision.accepted else "rolled back",
+            "decision": self.verdict,
             "details": self.decision.to_dict(),
             "mode": self.mode,
             "baseline": {
@@ -445,6 +456,34 @@ def score_candidate(
     return Scored(base_cfg, cand_cfg, mode_b, runs, decision)
 
 
+def same_rankings(runs: Mapping[tuple[str, str], EvalRun], mode: str) -> bool:
+    """Whether baseline and candidate ranked every query identically on tune and holdout."""
+    for split in ("tune", "holdout"):
+        b, c = runs.get(("b", split)), runs.get(("c", split))
+        if b is None or c is None:
+            continue
+        cand = {r.item.id: [x.node_id for x in r.ranked] for r in c.for_mode(mode)}
+        for r in b.for_mode(mode):
+            if cand.get(r.item.id) != [x.node_id for x in r.ranked]:
+                return False
+    return True
+
+
+def query_moves(
+    base: EvalRun, cand: EvalRun, mode: str, measure: str, n: int = 10
+) -> dict[str, list[dict[str, Any]]]:
+    """The queries the change improved and regressed most on ``measure`` (tune split)."""
+    b, c = base.per_query(mode), cand.per_query(mode)
+    text = {r.item.id: r.item.query for r in base.for_mode(mode)}
+    deltas = [(qid, c[qid].get(measure, 0.0) - b[qid].get(measure, 0.0)) for qid in b if qid in c]
+    up = sorted((d for d in deltas if d[1] > 1e-9), key=lambda d: (-d[1], d[0]))[:n]
+    down = sorted((d for d in deltas if d[1] < -1e-9), key=lambda d: (d[1], d[0]))[:n]
+    return {
+        kind: [{"id": q, "query": text.get(q, ""), "delta": round(d, 4)} for q, d in rows]
+        for kind, rows in (("improved", up), ("regressed", down))
+    }
+
+
 def run_experiment(
     ws: Workspace,
     evaluator_for: Callable[[EngineConfig], Evaluator],
@@ -510,7 +549,8 @@ def _run_locked(
     sc = score_candidate(gs, evaluator_for, base_cfg, cand_cfg, rule, evaluators=(ev_b, ev_c))
     runs, decision = sc.runs, sc.decision
     base_t, cand_t = runs[("b", "tune")], runs[("c", "tune")]
-    number = store.next_number()
+    no_effect = same_rankings(runs, mode_b)
+    number = 0 if no_effect else store.next_number()
     result = ExperimentResult(
         number=number,
         title=one_line(title or "") or ", ".join(f"{k}={b}" for k, (_, b) in changes.items()),
@@ -528,6 +568,13 @@ def _run_locked(
         notes=one_line(notes),
         date=_now(),
     )
+    result.extra["queries"] = query_moves(base_t, cand_t, mode_b, rule.primary)
+    if no_effect:
+        # An identical ranking for every query is not an experiment: nothing to decide, and
+        # the log stays a record of changes that did something (the scorecard once logged
+        # index.use_summaries=True without an LLM as an experiment with identical metrics).
+        result.extra["no_effect"] = True
+        return result
     if dry_run:
         return result
     store.ensure_initial_version()

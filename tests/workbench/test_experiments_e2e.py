@@ -71,3 +71,24 @@ def test_optimize_rejects_bad_arguments(ws, argv, capsys) -> None:
 
     assert main(["optimize", "--kb", "kb", *argv]) == 2
     assert "--" in capsys.readouterr().err
+
+
+def test_a_change_that_leaves_every_ranking_identical_is_no_effect_and_not_logged(ws) -> None:
+    # the rerank weight only matters when rerank is on; here it is off
+    res = run_experiment(ws, lambda c: evaluator(ws, c), {"rerank.weight": 0.5})
+    assert res.no_effect and res.verdict == "no effect" and res.number == 0
+    store = ExperimentStore(ws.experiments)
+    assert store.load_records() == []
+    assert not store.log_md.exists() or "rerank.weight" not in store.log_md.read_text("utf-8")
+    assert store.baseline_config() == HASH_CFG
+
+
+def test_experiment_names_the_queries_it_improved_and_regressed(ws) -> None:
+    res = run_experiment(ws, lambda c: evaluator(ws, c), {"search.mode": "vector"})
+    moves = res.extra["queries"]
+    assert set(moves) == {"improved", "regressed"}
+    for kind, sign in (("improved", 1), ("regressed", -1)):
+        for row in moves[kind]:
+            assert {"id", "query", "delta"} <= set(row) and row["delta"] * sign > 0
+    rec = ExperimentStore(ws.experiments).load_records()[-1]
+    assert rec["queries"] == moves

@@ -89,7 +89,19 @@ def _print_result(res, as_json: bool, dry_run: bool = False) -> None:
         f"  holdout  recall@5 {res.base_holdout.get('recall@5', 0):.3f} -> {res.cand_holdout.get('recall@5', 0):.3f}"
         f"   mrr {res.base_holdout.get('mrr', 0):.3f} -> {res.cand_holdout.get('mrr', 0):.3f}"
     )
+    moves = res.extra.get("queries") or {}
+    for kind in ("improved", "regressed"):
+        rows = moves.get(kind) or []
+        if rows:
+            out.append(
+                f"  {kind} ({d.rule.primary}): "
+                + ", ".join(f"{r['id']} {r['delta']:+.3f}" for r in rows)
+            )
     verdict = "ACCEPTED (new baseline)" if d.accepted else "ROLLED BACK"
+    if res.no_effect:
+        out.append("  decision: NO EFFECT (every ranking identical; not logged as an experiment)")
+        sys.stdout.write("\n".join(out) + "\n")
+        return
     if dry_run:
         verdict = ("would be ACCEPTED" if d.accepted else "would be ROLLED BACK") + " (dry run)"
     out.append("  decision: " + verdict)

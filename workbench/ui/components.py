@@ -459,7 +459,17 @@ def config_value_widget(key: str, current: Any, widget_key: str) -> Any:
 def decision(result: Any) -> None:
     """An ExperimentResult: verdict, every criterion with its measured value, tune vs holdout."""
     d = result.decision
-    verdict = "Accepted — new baseline" if d.accepted else "Rolled back"
+    if getattr(result, "no_effect", False):
+        st.info(
+            t(
+                "No effect: {title} leaves every ranking identical, so it was not logged as an "
+                "experiment.",
+                title=result.title,
+            )
+        )
+        return
+    verdict = t("Accepted — new baseline") if d.accepted else t("Rolled back")
+    # text and colour, not emoji alone (emoji render as boxes without an emoji font)
     (st.success if d.accepted else st.error)(
         f"Experiment {result.number} · {result.title}: **{verdict}**"
         + ("" if d.accepted else " — " + "; ".join(d.reasons))
@@ -472,11 +482,14 @@ def decision(result: Any) -> None:
                     "criterion": c.name,
                     "measured": c.shown,
                     "needs": c.threshold,
-                    "result": "✅ pass" if c.passed else "❌ fail",
+                    "result": "pass" if c.passed else "FAIL",
                     "detail": c.detail,
                 }
                 for c in d.criteria
             ]
+        ).style.map(
+            lambda v: "color: #1a7f37" if v == "pass" else "color: #cf222e; font-weight: 600",
+            subset=["result"],
         ),
         hide_index=True,
         width="stretch",
@@ -495,6 +508,21 @@ def decision(result: Any) -> None:
         hide_index=True,
         width="stretch",
     )
+    moves = result.extra.get("queries") or {}
+    cols = st.columns(2)
+    for col, kind, colour in zip(
+        cols, ("improved", "regressed"), ("#1a7f37", "#cf222e"), strict=True
+    ):
+        rows = moves.get(kind) or []
+        col.markdown(f"**{t(kind.capitalize())}** ({d.rule.primary}, tune) · {len(rows)}")
+        if rows:
+            col.dataframe(
+                pd.DataFrame(rows)
+                .style.map(lambda _v, c=colour: f"color: {c}", subset=["delta"])
+                .format({"delta": "{:+.3f}"}),
+                hide_index=True,
+                width="stretch",
+            )
 
 
 def link_citations(text: str, citations: Sequence[Mapping[str, Any]]) -> str:
