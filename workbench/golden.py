@@ -335,10 +335,11 @@ def validate(gs: GoldenSet, kb: Any | None = None) -> list[Issue]:
 
 def _is_index_node(node: Any) -> bool:
     fp = str(getattr(node, "file_path", "")).lower()
+    name = fp.rsplit("/", 1)[-1]
+    # Hugo's `_index.md` is a section's own content page (most of the GitLab handbook
+    # lives in them), not a table of contents, so its chapters are valid labels.
     return (
-        getattr(node, "doc_type", "") == "domain-root"
-        or fp.endswith("readme.md")
-        or fp.endswith("index.md")
+        getattr(node, "doc_type", "") == "domain-root" or name == "readme.md" or name == "index.md"
     )
 
 

@@ -1,5 +1,6 @@
 import os
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -209,3 +210,11 @@ def test_save_as_new_file_and_refuse_to_clobber_another(tmp_path):
     assert other.read_text(encoding="utf-8") == "name: other\nqueries: []\n"
     g.save(gs, other, force=True)
     assert [i.id for i in g.load(other).items] == ["q001", "q002", "q051"]
+
+
+def test_hugo_section_page_chapters_are_valid_labels():
+    hugo = SimpleNamespace(file_path="content/handbook/finance/_index.md", doc_type="")
+    index = SimpleNamespace(file_path="src/api/index.md", doc_type="")
+    readme = SimpleNamespace(file_path="docs/README.md", doc_type="")
+    assert not g._is_index_node(hugo)
+    assert g._is_index_node(index) and g._is_index_node(readme)
