@@ -23,6 +23,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+SHARED = next(
+    (p / "shared" / "data" for p in ROOT.parents if (p / "shared" / "data").is_dir()),
+    ROOT.parent / "shared" / "data",
+)
 _QUESTION = re.compile(r"[?？]\s*$")
 _HEADING_LINE = re.compile(r"^#{2,6} .*[?？]\s*$", re.MULTILINE)
 _NUMBERING = re.compile(r"^\d+(\.\d+)*\s+")
@@ -78,7 +82,7 @@ def build(kb: Path) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--kb", default=str(ROOT.parent / "shared/data/corpora/pingcap-docs-cn"))
+    ap.add_argument("--kb", default=str(SHARED / "corpora/pingcap-docs-cn"))
     ap.add_argument("--out", default=str(ROOT / "benchmarks/sets/pingcap-faq-headings.yaml"))
     args = ap.parse_args(argv)
     kb = Path(args.kb)
