@@ -217,15 +217,38 @@ def summarize(results: dict) -> dict:
     return {"candidates": summary, "best": best, "best_meets_constraint": bool(ok)}
 
 
-def markdown(report: dict) -> str:
+def short(label: str) -> str:
+    """Labels readable in a table: section prefixes dropped (the JSON keeps full keys)."""
+    text = label.replace("expansion.enabled=false", "expansion=off")
+    for prefix in ("fusion.", "lexical.", "expansion.", "search.", "injection."):
+        text = text.replace(prefix, "")
+    return text
+
+
+def focus_labels(report: dict, top: int) -> list[str] | None:
+    """Defaults, expansion off and the ``top`` best candidates that meet the constraint."""
+    if not top:
+        return None
+    cands = report["summary"]["candidates"]
+    ranked = sorted(
+        (k for k, v in cands.items() if not v["sets_where_hybrid_loses"]),
+        key=lambda k: -cands[k]["mean_hybrid_mrr"],
+    )
+    return list(dict.fromkeys(["defaults", "expansion.enabled=false", *ranked[:top]]))
+
+
+def markdown(report: dict, top: int = 0) -> str:
     res = report["sets"]
+    focus = focus_labels(report, top)
     head = "| set (queries) | config | " + " | ".join(
         f"{m} MRR | {m} Hit@5 | {m} nDCG@10" for m in MODES
     )
     lines = [head + " | hybrid ≥ best single − 0.005 |", "|" + "---|" * (3 + 3 * len(MODES))]
     for name, s in res.items():
         for label, r in s["configs"].items():
-            cells = [f"{name} ({s['queries']})", f"`{label}`"]
+            if focus is not None and label not in focus:
+                continue
+            cells = [f"{name} ({s['queries']})", f"`{short(label)}`"]
             for m in MODES:
                 cells += [f"{r[m]['mrr']:.3f}", f"{r[m]['hit@5']:.3f}", f"{r[m]['ndcg@10']:.3f}"]
             cells.append("yes" if r["hybrid_ok"] else f"**no** ({r['best_single_mrr']:.3f})")
@@ -241,13 +264,44 @@ def markdown(report: dict) -> str:
     for label, c in ranked:
         loses = ", ".join(c["sets_where_hybrid_loses"]) or "none"
         lines.append(
-            f"| `{label}` | {c['mean_hybrid_mrr']:.4f} | {c['mean_hybrid_hit@5']:.4f} | "
+            f"| `{short(label)}` | {c['mean_hybrid_mrr']:.4f} | {c['mean_hybrid_hit@5']:.4f} | "
             f"{c['worst_margin_vs_best_single']:+.4f} | {loses} |"
         )
     if summ["best"]:
         note = "" if summ["best_meets_constraint"] else " (no candidate meets the constraint)"
-        lines += ["", f"Best by mean hybrid MRR under the constraint: `{summ['best']}`{note}."]
+        best = f"`{summ['best']}`{note}"
+        lines += ["", f"Best by mean hybrid MRR under the constraint: {best}."]
     return "\n".join(lines) + "\n"
+
+
+def merge(paths: list[str], out: str, md: str, top: int = 0) -> int:
+    """One report from several runs (e.g. the big KB run separately): sets and commands."""
+    sets: dict[str, dict] = {}
+    commands = []
+    for path in paths:
+        rep = json.loads(Path(path).read_text(encoding="utf-8"))
+        commands.append(rep.get("command", ""))
+        for name, s in rep["sets"].items():
+            sets.setdefault(name, {**s, "configs": {}})["configs"].update(s["configs"])
+            sets[name]["command"] = rep.get("command", "")
+    report = {
+        "commands": commands,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "tolerance": TOLERANCE,
+        "sets": sets,
+    }
+    report["summary"] = summarize(sets)
+    write_report(report, out, md, top)
+    return 0
+
+
+def write_report(report: dict, out: str, md: str, top: int = 0) -> None:
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).write_text(json.dumps(report, ensure_ascii=False, indent=1) + "\n")
+    text = markdown(report, top)
+    Path(md).write_text(text, encoding="utf-8")
+    print(text)
+    print(f"wrote {out} and {md}", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -261,7 +315,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=int, default=0, help="at most N queries per set")
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results/defaults.json"))
     ap.add_argument("--md", default=str(ROOT / "benchmarks/results/defaults.md"))
+    ap.add_argument(
+        "--top", type=int, default=0, help="per-set rows: defaults + the N best (0 = all)"
+    )
+    ap.add_argument(
+        "--merge",
+        nargs="+",
+        metavar="JSON",
+        help="combine earlier result files (later files win per set) instead of running",
+    )
     args = ap.parse_args(argv)
+    if args.merge:
+        return merge(args.merge, args.out, args.md, args.top)
     os.environ.setdefault("LANCEDB_LOG", "error")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -320,11 +385,7 @@ def main(argv: list[str] | None = None) -> int:
         "sets": results,
     }
     report["summary"] = summarize(results)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(report, ensure_ascii=False, indent=1) + "\n")
-    Path(args.md).write_text(markdown(report), encoding="utf-8")
-    print(markdown(report))
-    print(f"wrote {args.out} and {args.md}", file=sys.stderr)
+    write_report(report, args.out, args.md, args.top)
     return 0
 
 
