@@ -351,10 +351,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     shared, cache = Path(args.shared), Path(args.cache)
-    wanted = {s for s in args.sets.split(",") if s}
-    sets = [s for s in bench_sets(shared) if (not wanted or s.name in wanted)]
+    wanted = [s for s in args.sets.split(",") if s]
+    by_name = {s.name: s for s in bench_sets(shared)}
+    sets = [by_name[n] for n in wanted if n in by_name] if wanted else list(by_name.values())
     sets = [s for s in sets if s.quick or not args.quick]
-    unknown = wanted - {s.name for s in bench_sets(shared)}
+    unknown = set(wanted) - set(by_name)
     if unknown:
         print(f"error: unknown set(s) {sorted(unknown)}", file=sys.stderr)
         return 2
