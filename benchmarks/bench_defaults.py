@@ -111,11 +111,17 @@ def prepare_cmrc(data: Path, work: Path) -> tuple[str, str]:
     return str(kb), str(ds)
 
 
+_ENSURED: set[str] = set()  # indexes already refreshed in this run (two sets share pingcap)
+
+
 def ensure_index(kb_dir: str, index: Path, cfg) -> float:
     """Build or refresh an index with ``cfg``; returns seconds spent."""
     from engine.indexer import build_index
     from engine.tree import parse_kb
 
+    if str(index) in _ENSURED:
+        return 0.0
+    _ENSURED.add(str(index))
     t0 = time.perf_counter()
     index.parent.mkdir(parents=True, exist_ok=True)
 
