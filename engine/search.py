@@ -530,9 +530,7 @@ class Engine:
             )
             timings["expand"] = _ms(t)
             t = time.perf_counter()
-            tokens = tokenize(query, cfg.lexical.tokenizer)
-            for term in terms:
-                tokens.extend(tokenize(term, cfg.lexical.tokenizer))
+            tokens = query_tokens(query, terms, cfg.lexical.tokenizer)
             hits = snap.bm25(cfg.lexical).top_n(tokens, pool, mask)
             timings["bm25"] = _ms(t)
             return terms, [(snap.ids[i], s) for i, s in hits]
@@ -575,6 +573,18 @@ class Engine:
             pool=pool,
             timings=timings,
         )
+
+    def keyword_channel(
+        self, token_lists: Sequence[Sequence[str]], *, pool: int
+    ) -> list[list[tuple[str, float]]]:
+        """The BM25 channel of many queries under this config's lexical settings, no filters.
+
+        ``token_lists`` as ``query_tokens`` builds them. The optimizer re-scores a whole
+        question set per BM25 setting this way, without re-running expansion or embedding.
+        """
+        snap = self._shared.current().snapshot
+        index = snap.bm25(self.config.lexical)
+        return [[(snap.ids[i], s) for i, s in index.top_n(t, pool, None)] for t in token_lists]
 
     def rerank_scores(self, query: str, node_ids: Sequence[str]) -> dict[str, float]:
         """Cross-encoder scores for these nodes (ProviderError if the provider fails)."""
@@ -885,6 +895,14 @@ def _brief(node: Node, relation: str) -> dict[str, Any]:
 def _rerank_key(cfg: RerankConfig) -> tuple:
     # Pipeline-only fields (max_candidates, weight, content_chars) do not change the model.
     return (cfg.provider, cfg.model, cfg.base_url, cfg.api_key_env, cfg.timeout_s)
+
+
+def query_tokens(query: str, terms: Sequence[str], tokenizer: str) -> list[str]:
+    """What the BM25 channel scores: the query's tokens, then each expansion term's."""
+    tokens = tokenize(query, tokenizer)
+    for term in terms:
+        tokens.extend(tokenize(term, tokenizer))
+    return tokens
 
 
 def _check_query(query: str) -> str:

@@ -496,6 +496,7 @@ def run_experiment(
     notify: Callable[[str], None] | None = None,
     allow_invalid: bool = False,
     rule: AcceptanceRule | None = None,
+    extra: Mapping[str, Any] | None = None,
 ) -> ExperimentResult:
     """Evaluate baseline vs baseline+change on tune (and holdout), decide, log, maybe accept.
 
@@ -504,6 +505,7 @@ def run_experiment(
     Holds the KB's experiment lock from reading the baseline to writing it (module doc);
     ``notify`` hears about a recovered interrupted accept and, with ``allow_invalid``,
     which invalid golden items were skipped (an invalid golden set is refused otherwise).
+    ``extra`` is stored in the experiment record as it is (e.g. the optimizer's study).
     """
     store = ExperimentStore(ws.experiments)
     with store.writing("experiment try", notify):
@@ -519,6 +521,7 @@ def run_experiment(
             allow_invalid=allow_invalid,
             notify=notify,
             rule=rule or rules.resolve(ws.experiments),
+            extra=extra,
         )
 
 
@@ -535,6 +538,7 @@ def _run_locked(
     allow_invalid: bool,
     notify: Callable[[str], None] | None,
     rule: AcceptanceRule,
+    extra: Mapping[str, Any] | None = None,
 ) -> ExperimentResult:
     gs = golden.load(ws.dataset)
     base_cfg = store.baseline_config()
@@ -567,6 +571,7 @@ def _run_locked(
         mode=mode_b,
         notes=one_line(notes),
         date=_now(),
+        extra=dict(extra or {}),
     )
     result.extra["queries"] = query_moves(base_t, cand_t, mode_b, rule.primary)
     if no_effect:

@@ -49,10 +49,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     v.set_defaults(func=_versions)
     p.set_defaults(func=lambda a: p.print_help())
 
-    o = sub.add_parser("optimize", help="auto-optimize: walk the strategy catalog, tier by tier")
+    o = sub.add_parser(
+        "optimize",
+        help="search fusion, BM25, expansion, pool and mode (Optuna, cross-validated); "
+        "submit the pick as one experiment",
+    )
     add_kb_args(o, index=True)
-    o.add_argument("--budget", type=int, default=10, help="max experiments (default 10)")
-    o.add_argument("--tiers", default="1,2", help="comma list of tiers (default 1,2)")
+    o.add_argument("--trials", type=int, default=None, help="trial budget (default 100)")
+    o.add_argument("--timeout", type=float, default=None, help="seconds budget for the search")
+    o.add_argument("--seed", type=int, default=0, help="seeds the sampler and the folds")
+    o.add_argument("--folds", type=int, default=None, help="cross-validation folds (default 5)")
+    o.add_argument("--measure", default=None, help="primary measure (default mrr)")
+    o.add_argument("--dry-run", action="store_true", help="search and decide but write nothing")
+    o.add_argument(
+        "--catalog", action="store_true", help="walk the strategy catalog one change at a time"
+    )
+    o.add_argument("--budget", type=int, default=None, help="--catalog: max experiments (10)")
+    o.add_argument("--tiers", default=None, help="--catalog: comma list of tiers (1,2)")
     o.set_defaults(func=_optimize)
 
 
@@ -203,24 +216,106 @@ def _versions(args: argparse.Namespace) -> int:
 
 
 def _optimize(args: argparse.Namespace) -> int:
+    catalog_only = [
+        f for f, v in (("--budget", args.budget), ("--tiers", args.tiers)) if v is not None
+    ]
+    search_flags = (
+        ("--trials", args.trials),
+        ("--timeout", args.timeout),
+        ("--folds", args.folds),
+        ("--measure", args.measure),
+        ("--dry-run", args.dry_run or None),
+    )
+    search_only = [f for f, v in search_flags if v is not None]
+    if args.catalog and search_only:
+        raise EngineError(f"{', '.join(search_only)} belong to the search, not to --catalog")
+    if catalog_only and not args.catalog:
+        raise EngineError(
+            f"{', '.join(catalog_only)} belong to the catalog walk: add --catalog "
+            "(the search's budget is --trials / --timeout)"
+        )
+    if args.catalog:
+        return _optimize_catalog(args)
+    return _optimize_search(args)
+
+
+def _optimize_search(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from workbench.optimizer import DEFAULT_MEASURE, DEFAULT_TRIALS, K_FOLDS, optimize
+
+    ws = workspace(args)
+    trials = DEFAULT_TRIALS if args.trials is None else args.trials
+    with tqdm(file=sys.stderr, unit="trial", leave=False, disable=args.json) as bar:
+
+        def show(done: int, total: int, label: str) -> None:
+            if bar.total != total:
+                bar.reset(total=total)
+            bar.set_description(label, refresh=False)
+            bar.update(done - bar.n)
+
+        out = optimize(
+            ws,
+            _evaluator_for(ws),
+            trials=trials,
+            timeout_s=args.timeout,
+            seed=args.seed,
+            k_folds=K_FOLDS if args.folds is None else args.folds,
+            measure=args.measure or DEFAULT_MEASURE,
+            progress=show,
+            dry_run=args.dry_run,
+        )
+    study, res = out.study, out.experiment
+    if args.json:
+        print_json(
+            {
+                "study": study.to_dict(),
+                "trials_file": str(out.sidecar) if out.sidecar else None,
+                "experiment": res.to_record() if res else None,
+            }
+        )
+        return 0
+    summ = study.summary()
+    cv = summ["cv"]
+    lines = [
+        f"{len(study.trials)} trials in {study.budget['search_seconds']:.1f} s "
+        f"(stopped by {study.stopped_by}; seed {study.seed}); {study.k_folds}-fold CV on "
+        f"{study.queries} tune queries, {study.measure}",
+        f"  baseline        {cv['baseline']:.4f}",
+        f"  best trial {study.best:<4} {cv['best']:.4f}",
+        f"  picked trial {study.pick:<2} {cv['pick']:.4f}  (one-standard-error rule: fewest "
+        "changed keys within one SE of the best)",
+    ]
+    if out.sidecar:
+        lines.append(f"  trials: {out.sidecar}")
+    lines += [f"  {n}" for n in study.notes]
+    sys.stdout.write("\n".join(lines) + "\n")
+    if res is not None:
+        _print_result(res, False)
+    return 0
+
+
+def _optimize_catalog(args: argparse.Namespace) -> int:
     from workbench.experiments import ExperimentStore, optimize
 
     ws = workspace(args)
+    tiers_text = "1,2" if args.tiers is None else args.tiers
+    budget = 10 if args.budget is None else args.budget
     try:
-        tiers = {int(t) for t in args.tiers.split(",") if t.strip()}
+        tiers = {int(t) for t in tiers_text.split(",") if t.strip()}
     except ValueError as exc:
-        raise EngineError(f"--tiers must be a comma list of 1-4, got {args.tiers!r}") from exc
+        raise EngineError(f"--tiers must be a comma list of 1-4, got {tiers_text!r}") from exc
     if not tiers or not tiers <= {1, 2, 3, 4}:
-        raise EngineError(f"--tiers must be a comma list of 1-4, got {args.tiers!r}")
-    if args.budget < 1:
-        raise EngineError(f"--budget must be at least 1, got {args.budget}")
+        raise EngineError(f"--tiers must be a comma list of 1-4, got {tiers_text!r}")
+    if budget < 1:
+        raise EngineError(f"--budget must be at least 1, got {budget}")
     store = ExperimentStore(ws.experiments)
     with store.writing("optimize", info):  # one writer per KB for the whole run
         before = store.baseline_config()
         results = optimize(
             ws,
             _evaluator_for(ws),
-            budget=args.budget,
+            budget=budget,
             tiers=tiers,
             progress=lambda i, n, name: info(f"[{i}/{n}] {name}"),
         )

@@ -1,0 +1,83 @@
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from engine.errors import EngineError
+from engine.search import Engine
+from tests.engine.engine_kit import HASH_CFG
+from tests.workbench import synthetic_kb
+from workbench import golden
+from workbench.evaluate import EvalCache, Evaluator
+from workbench.trial_scoring import ChannelBank, TrialScorer, make_folds, parent_function
+
+
+def test_folds_partition_the_ids_deterministically() -> None:
+    ids = [f"q{i:03d}" for i in range(23)]
+    folds = make_folds(ids, 5, seed=7)
+    assert sorted(q for f in folds for q in f) == ids
+    assert sorted(len(f) for f in folds) == [4, 4, 5, 5, 5]
+    shuffled = list(ids)
+    random.Random(1).shuffle(shuffled)
+    assert make_folds(shuffled, 5, seed=7) == folds  # input order does not matter
+    assert make_folds(ids, 5, seed=8) != folds  # the seed does
+
+
+@pytest.mark.parametrize("k", [1, 30])
+def test_folds_refuse_impossible_splits(k: int) -> None:
+    with pytest.raises(EngineError, match="fold"):
+        make_folds([f"q{i}" for i in range(10)], k, seed=0)
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("trials")
+    kb, path = synthetic_kb.write(root)
+    index = root / ".wikirag" / "kb"
+    return Engine.open(kb, index, HASH_CFG), golden.load(path), (kb, index)
+
+
+CONFIGS = [
+    {},
+    {"fusion.k": 5.0, "fusion.bm25_weight": 3.0},
+    {"fusion.multiplier": 1},
+    {"search.mode": "vector"},
+    {"search.mode": "keyword", "lexical.k1": 0.6, "lexical.b": 0.2},
+    {"expansion.enabled": False},
+    {"expansion.enabled": False, "lexical.k1": 2.5, "fusion.bm25_weight": 0.1},
+    {"expansion.max_terms": 2},
+    {"search.top_k": 3, "fusion.multiplier": 7},
+]
+
+
+@pytest.mark.parametrize("overrides", CONFIGS)
+def test_trial_values_equal_a_full_evaluation(setup, overrides) -> None:
+    engine, gs, (kb, index) = setup
+    items = gs.answerable("tune")
+    cache = EvalCache()
+    bank = ChannelBank(Evaluator(engine, cache), HASH_CFG, items, depth=100)
+    folds = make_folds([i.id for i in items], 3, seed=0)
+    scorer = TrialScorer(bank, folds, "mrr", parent_function(engine.kb))
+    cfg = HASH_CFG.with_overrides(overrides)
+    mode = cfg.search.mode
+    full = Evaluator(Engine.open(kb, index, cfg), EvalCache())  # nothing cached
+    run = full.run(gs, cfg, modes=[mode], split="tune")
+    want = {q: m["mrr"] for q, m in run.per_query(mode).items()}
+    assert scorer.per_query(cfg) == want
+    fold_means = scorer.fold_scores(cfg)
+    assert fold_means == [sum(want[q] for q in f) / len(f) for f in folds]
+
+
+def test_bm25_settings_reuse_the_vector_channel(setup) -> None:
+    engine, gs, _ = setup
+    items = gs.answerable("tune")
+    cache = EvalCache()
+    bank = ChannelBank(Evaluator(engine, cache), HASH_CFG, items, depth=50)
+    misses = cache.misses
+    assert misses == len(items)  # one retrieval per query for the vector channel
+    scorer = TrialScorer(bank, make_folds([i.id for i in items], 3, seed=0))
+    for k1 in (0.5, 1.0, 2.0):
+        scorer.per_query(HASH_CFG.with_overrides({"lexical.k1": k1, "search.mode": "keyword"}))
+    scorer.per_query(HASH_CFG.with_overrides({"expansion.enabled": False}))
+    assert cache.misses == misses  # no retrieval at all for BM25 or expansion-off trials
