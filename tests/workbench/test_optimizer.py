@@ -1,0 +1,139 @@
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.engine.engine_kit import HASH_CFG
+from tests.workbench import synthetic_kb
+from workbench import golden
+from workbench.context import resolve
+from workbench.engines import evaluator, forget_engines
+from workbench.experiments import ExperimentStore
+from workbench.optimizer import (
+    Study,
+    TrialRow,
+    load_studies,
+    optimize,
+    pick_trial,
+    run_study,
+    study_figures,
+)
+
+VECTOR_BASE = HASH_CFG.with_overrides({"search.mode": "vector"})
+
+
+def _row(n: int, folds: list[float], changes: int) -> TrialRow:
+    return TrialRow(n, {}, sum(folds) / len(folds), folds, changes, 0.0)
+
+
+def test_one_se_rule_prefers_fewer_changes_within_one_standard_error() -> None:
+    best = _row(1, [0.9, 0.8, 0.7], changes=4)
+    # shortfall per fold 0.02, 0.00, 0.01: mean 0.01 <= sd 0.01 / sqrt(3) is false
+    near = _row(2, [0.88, 0.8, 0.69], changes=1)
+    # shortfall 0.03, -0.03, 0.0: mean 0 <= sd / sqrt(3): within one SE
+    noisy = _row(3, [0.87, 0.83, 0.7], changes=2)
+    base = _row(0, [0.5, 0.5, 0.5], changes=0)
+    assert pick_trial([base, best, near, noisy], 3) == (1, 3)
+
+
+def test_one_se_rule_keeps_the_baseline_when_nothing_beats_it_clearly() -> None:
+    base = _row(0, [0.6, 0.7, 0.8], changes=0)
+    lucky = _row(1, [0.7, 0.65, 0.85], changes=3)  # +0.1, -0.05, +0.05: mean 0.033, SE 0.044
+    assert pick_trial([base, lucky], 3) == (1, 0)
+
+
+@pytest.fixture
+def ws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.chdir(tmp_path)
+    synthetic_kb.write(tmp_path)
+    (tmp_path / "experiments" / "kb").mkdir(parents=True)
+    VECTOR_BASE.save(tmp_path / "experiments" / "kb" / "baseline.yaml")
+    forget_engines()
+    yield resolve("kb")
+    forget_engines()
+
+
+def _ev(ws):
+    return lambda cfg: evaluator(ws, cfg)
+
+
+def test_seeded_optimize_finds_the_known_better_config_and_submits_one_experiment(ws) -> None:
+    out = optimize(ws, _ev(ws), trials=25, seed=3, k_folds=3)
+    study = out.study
+    assert len(study.trials) == 25 and study.trials[0].changes == 0  # trial 0: the baseline
+    pick = study.trial(study.pick)
+    assert pick is not None and pick.params["search.mode"] != "vector"
+    assert pick.value > study.baseline_score + 0.1  # BM25 finds what vectors miss
+    records = ExperimentStore(ws.experiments).load_records()
+    assert len(records) == 1 and out.experiment is not None
+    rec = records[0]
+    assert rec["number"] == out.experiment.number == study.experiment
+    assert rec["changes"]["search.mode"][1] == pick.params["search.mode"]
+    attached = rec["optimize"]
+    assert attached["picked_trial"] == study.pick and attached["trials"] == 25
+    sidecar = ws.experiments / attached["trials_file"]
+    assert sidecar == out.sidecar and sidecar.is_file()
+    saved = json.loads(sidecar.read_text(encoding="utf-8"))
+    assert len(saved["trials"]) == 25 and saved["experiment"] == rec["number"]
+    assert [s.study_id for s in load_studies(ws.experiments)] == [study.study_id]
+
+
+def test_same_seed_same_trials(ws) -> None:
+    base = ExperimentStore(ws.experiments).baseline_config()
+    items = golden.load(ws.dataset).answerable("tune")
+    a = run_study(evaluator(ws, base), base, items, trials=12, seed=5, k_folds=3)
+    b = run_study(evaluator(ws, base), base, items, trials=12, seed=5, k_folds=3)
+    assert [t.params for t in a.trials] == [t.params for t in b.trials]
+    assert [t.folds for t in a.trials] == [t.folds for t in b.trials]
+    c = run_study(evaluator(ws, base), base, items, trials=12, seed=6, k_folds=3)
+    assert [t.params for t in c.trials] != [t.params for t in a.trials]
+
+
+def test_timeout_stops_the_search(ws) -> None:
+    base = ExperimentStore(ws.experiments).baseline_config()
+    items = golden.load(ws.dataset).answerable("tune")
+    ev = evaluator(ws, base)
+    run_study(ev, base, items, trials=2, seed=0, k_folds=3)  # caches warm, as in real use
+    t0 = time.perf_counter()
+    study = run_study(ev, base, items, trials=100_000, timeout_s=1.5, seed=0, k_folds=3)
+    elapsed = time.perf_counter() - t0
+    assert study.stopped_by == "timeout" and 1 < len(study.trials) < 100_000
+    slowest = max(t.seconds for t in study.trials)
+    assert study.budget["search_seconds"] <= 1.5 + slowest + 0.5
+    assert elapsed < 30
+
+
+def test_dry_run_writes_nothing(ws) -> None:
+    out = optimize(ws, _ev(ws), trials=6, seed=1, k_folds=3, dry_run=True)
+    assert out.sidecar is None
+    assert ExperimentStore(ws.experiments).load_records() == []
+    assert not (ws.experiments / "studies").exists()
+
+
+def test_figures_build_from_the_stored_study(ws) -> None:
+    out = optimize(ws, _ev(ws), trials=20, seed=2, k_folds=3, dry_run=True)
+    stored = Study.from_dict(json.loads(json.dumps(out.study.to_dict())))
+    figs = study_figures(stored)
+    assert set(figs) == {"history", "importance"}
+    history = figs["history"]
+    ys = [y for trace in history.data for y in (trace.y or ()) if y is not None]
+    assert max(ys) == pytest.approx(max(t.value for t in stored.trials if t.value is not None))
+    assert figs["importance"].data  # at least one parameter rated
+
+
+def test_cli_optimize_search_and_catalog_flags(ws, capsys) -> None:
+    from workbench.cli import main
+
+    assert main(["optimize", "--kb", "kb", "--budget", "3"]) == 2
+    assert "--catalog" in capsys.readouterr().err
+    assert main(["optimize", "--kb", "kb", "--catalog", "--trials", "3"]) == 2
+    assert "--trials" in capsys.readouterr().err
+    assert main(["optimize", "--kb", "kb", "--trials", "0"]) == 2
+    assert "--trials" in capsys.readouterr().err
+    rc = main(["optimize", "--kb", "kb", "--trials", "8", "--folds", "3", "--dry-run"])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "8 trials" in out and "3-fold CV" in out
