@@ -78,6 +78,7 @@ class Report:
     scorecard: dict[str, Any] | None
     config_yaml: str = ""
     notes: list[str] = field(default_factory=list)
+    study: dict[str, Any] | None = None  # the latest optimizer study (trials), as stored
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -88,7 +89,11 @@ class Report:
             "results": self.queries,
             "categories": self.breakdowns,
             "failures": self.failures,
-            "optimizations": {"records": self.optimizations, "trajectory": self.trajectory},
+            "optimizations": {
+                "records": self.optimizations,
+                "trajectory": self.trajectory,
+                "study": self.study,
+            },
             "recommendations": self.recommendations,
             "scorecard": self.scorecard,
             "config_yaml": self.config_yaml,
@@ -290,7 +295,17 @@ def build_report(
         scorecard=card,
         config_yaml=redact_urls(str(run_record.get("config_yaml", ""))),  # no user:pass@
         notes=notes,
+        study=_latest_study(ws),
     )
+
+
+def _latest_study(ws: Any) -> dict[str, Any] | None:
+    if ws is None:
+        return None
+    from workbench.optimizer import load_studies
+
+    studies = load_studies(ws.experiments)
+    return studies[-1].to_dict() if studies else None
 
 
 def _opt_row(r: Mapping[str, Any]) -> dict[str, Any]:
@@ -417,6 +432,19 @@ def render_markdown(report: Report) -> str:
                 "Trajectory (tune recall@5 after each experiment): "
                 + " → ".join(f"{p.get('recall@5', 0):.3f}" for p in report.trajectory),
             ]
+    if report.study:
+        st = report.study
+        by_number = {t["number"]: t for t in st.get("trials", [])}
+        pick, best = by_number.get(st.get("pick")), by_number.get(st.get("best"))
+        out += [
+            "",
+            f"Latest search `{st['study_id']}`: {len(by_number)} trials (seed {st['seed']}), "
+            f"{st['k_folds']}-fold CV {st['measure']} on {st['queries']} tune queries: "
+            f"baseline {st['baseline_score']:.4f}, best trial {st.get('best')} "
+            f"{(best or {}).get('value') or 0:.4f}, picked trial {st.get('pick')} "
+            f"{(pick or {}).get('value') or 0:.4f} "
+            + (f"(experiment {st['experiment']})." if st.get("experiment") else "(not submitted)."),
+        ]
     out += ["", "## Recommendations", ""]
     out += _md_recommendations(report)
     out += ["", "## Scorecard", ""]
@@ -512,6 +540,10 @@ def report_figures(report: Report) -> dict[str, list[Any]]:
             height=340,
         )
         figs["optimizations"].append(fig)
+    if report.study:
+        from workbench.optimizer import Study, study_figures
+
+        figs["optimizations"] += list(study_figures(Study.from_dict(report.study)).values())
     return {k: [style_figure(f) for f in v] for k, v in figs.items()}
 
 
@@ -685,7 +717,7 @@ def render_html(report: Report, *, include_plotlyjs: bool = True) -> str:
             ],
         )
     else:
-        sec["optimizations"] = (
+        sec["optimizations"] = charts("optimizations") + (
             "<p>No experiments yet (<code>wikirag experiment try</code> or "
             "<code>wikirag optimize</code>).</p>"
         )

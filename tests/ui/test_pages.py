@@ -241,6 +241,18 @@ def test_experiments_auto_optimize(ui_copy):
     assert any("2 experiments" in s.value for s in at.success)
 
 
+def test_experiments_search_shows_study_and_figures(ui_copy):
+    at = open_page("experiments")
+    at.number_input(key="opt_trials").set_value(6)
+    at.number_input(key="opt_folds").set_value(2)
+    at.button(key="opt_search").click().run()
+    assert not at.exception
+    assert any("6 trials, 2-fold CV" in s.value for s in at.success)
+    assert len(at.get("plotly_chart")) >= 1  # the optimization history at least
+    studies = list((ui_copy["experiments"] / "kb" / "studies").glob("*.json"))
+    assert len(studies) == 1
+
+
 def test_scorecard_grade_dimensions_and_fix(ui_copy):
     at = open_page("scorecard")
     assert not at.exception

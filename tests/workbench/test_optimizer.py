@@ -137,3 +137,16 @@ def test_cli_optimize_search_and_catalog_flags(ws, capsys) -> None:
     assert rc == 0
     out = capsys.readouterr().out
     assert "8 trials" in out and "3-fold CV" in out
+
+
+def test_html_report_carries_the_study_figures(ws) -> None:
+    from workbench.report import build_report, render_html, render_markdown
+
+    out = optimize(ws, _ev(ws), trials=12, seed=4, k_folds=3)
+    base = ExperimentStore(ws.experiments).baseline_config()
+    run = evaluator(ws, base).run(golden.load(ws.dataset), base, modes=[base.search.mode])
+    report = build_report(ws, run.to_dict())
+    assert report.study is not None and report.study["study_id"] == out.study.study_id
+    html = render_html(report, include_plotlyjs=False)
+    assert "Optimization history" in html and "Parameter importance" in html
+    assert f"Latest search `{out.study.study_id}`: 12 trials" in render_markdown(report)

@@ -1,4 +1,5 @@
-"""Experiments: one change vs the baseline, the decision and its reasons, log, restore, optimize."""
+"""Experiments: one change vs the baseline, the decision and its reasons, log, restore, optimize
+(the Optuna search with its figures, and the catalog walk)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from engine.config import all_keys
+from workbench import optimizer
 from workbench import rule as rules
 from workbench.catalog import CATALOG, TIER_NAMES
 from workbench.experiments import ExperimentStore, optimize, run_experiment, trajectory
@@ -124,7 +126,62 @@ with ui.guarded("Experiments"):
                 )
                 st.rerun()
 
-    st.subheader("Auto-optimize")
+    st.subheader("Optimize (search)")
+    st.caption(
+        "A seeded Optuna TPE search over fusion, BM25, expansion, pool size and mode; each "
+        "trial is scored by k-fold cross-validation on the tune split, and the pick (the "
+        "fewest changes within one standard error of the best) is submitted as one experiment."
+    )
+    a, b, c, d, e = st.columns([1, 1, 1, 1, 1])
+    n_trials = a.number_input("Trials", 1, 2000, optimizer.DEFAULT_TRIALS, key="opt_trials")
+    timeout = b.number_input("Time limit (s, 0 = none)", 0, 3600, 0, key="opt_timeout")
+    seed = c.number_input("Seed", 0, 2**31 - 1, 0, key="opt_seed")
+    folds = d.number_input("Folds", 2, 20, optimizer.K_FOLDS, key="opt_folds")
+    if e.button("Search", key="opt_search", type="primary"):
+        progress, bar = ui.progress_callback("Searching")
+        outcome = optimizer.optimize(
+            ws,
+            evaluator_for,
+            trials=int(n_trials),
+            timeout_s=float(timeout) or None,
+            seed=int(seed),
+            k_folds=int(folds),
+            progress=progress,
+        )
+        bar.empty()
+        resources.clear_data()
+        if outcome.experiment is not None:
+            state.set_experiment_result(outcome.experiment)
+        for note in outcome.study.notes:
+            st.info(note)
+    studies = optimizer.load_studies(ws.experiments)
+    if studies:
+        study = studies[-1]
+        cv = study.summary()["cv"]
+        st.success(
+            f"Study {study.study_id}: {len(study.trials)} trials, {study.k_folds}-fold CV "
+            f"{study.measure} baseline {cv['baseline']:.4f} → picked trial {study.pick} "
+            f"{cv['pick']:.4f} (best trial {study.best} {cv['best']:.4f})"
+            + (f"; experiment {study.experiment}" if study.experiment else "; nothing submitted")
+        )
+        figs = optimizer.study_figures(study)
+        cols = st.columns(len(figs) or 1)
+        for col, fig in zip(cols, figs.values(), strict=False):
+            col.plotly_chart(fig, width="stretch")
+        with st.expander("Trials"):
+            st.dataframe(
+                pd.DataFrame(
+                    [
+                        {"#": t.number, "cv": t.value, "changes": t.changes, **t.params}
+                        for t in study.trials
+                    ]
+                ),
+                hide_index=True,
+                width="stretch",
+            )
+
+    st.subheader("Walk the catalog")
+    st.caption("The strategy catalog's fixed single changes, one experiment each.")
     a, b, c = st.columns([1, 2, 1])
     budget = a.number_input("Budget (experiments)", 1, 50, 5, key="opt_budget")
     tiers = b.multiselect(
