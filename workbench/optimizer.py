@@ -187,6 +187,7 @@ def run_study(
         params = suggest(trial, specs, base)
         cfg = base.with_overrides(params)
         scores = scorer.fold_scores(cfg)
+        trial.set_user_attr("values", params)  # as applied (grid values rounded)
         trial.set_user_attr("folds", scores)
         trial.set_user_attr("changes", len(base.diff(cfg)))
         trial.set_user_attr("seconds", time.perf_counter() - t0)
@@ -340,8 +341,8 @@ def study_figures(study: Study) -> dict[str, Any]:
 
     The study is rebuilt from the trial table, so the figures come from any sidecar. The
     importance (fANOVA, seeded) is computed over the keys of the largest group of trials that
-    share a search mode: conditional keys exist only in some trials, and Optuna rates only
-    keys present in every trial it looks at.
+    share a search mode and vary some key: conditional keys exist only in some trials, and
+    Optuna rates only keys present in every trial it looks at.
     """
     import optuna
     from optuna.distributions import json_to_distribution
@@ -390,16 +391,18 @@ def _importance_params(rows: Sequence[TrialRow]) -> list[str]:
             groups.setdefault(str(r.params.get("search.mode")), []).append(r)
     if not groups:
         return []
-    largest = max(groups.values(), key=len)
-    keys = set.intersection(*(set(r.params) for r in largest))
-    varied = [k for k in sorted(keys) if len({json.dumps(r.params[k]) for r in largest}) > 1]
-    return varied
+    for group in sorted(groups.values(), key=len, reverse=True):
+        keys = set.intersection(*(set(r.params) for r in group))
+        varied = [k for k in sorted(keys) if len({json.dumps(r.params[k]) for r in group}) > 1]
+        if varied:  # a vector-mode group has no other key to rate
+            return varied
+    return []
 
 
 def _row(t: Any) -> TrialRow:
     return TrialRow(
         number=t.number,
-        params=dict(t.params),
+        params=dict(t.user_attrs.get("values", t.params)),
         value=t.value,
         folds=list(t.user_attrs.get("folds", [])),
         changes=int(t.user_attrs.get("changes", 0)),
