@@ -150,3 +150,13 @@ def test_html_report_carries_the_study_figures(ws) -> None:
     html = render_html(report, include_plotlyjs=False)
     assert "Optimization history" in html and "Parameter importance" in html
     assert f"Latest search `{out.study.study_id}`: 12 trials" in render_markdown(report)
+
+
+def test_nested_cv_estimate_chooses_on_the_other_folds() -> None:
+    from workbench.optimizer import selection_estimate
+
+    a = _row(0, [1.0, 0.0, 0.5], changes=0)
+    b = _row(1, [0.0, 0.6, 0.3], changes=1)
+    # fold 0 left out: a 0.25, b 0.45 on the others -> b, which scores 0.0 on fold 0;
+    # fold 1 left out: a 0.75, b 0.15 -> a, 0.0; fold 2 left out: a 0.5, b 0.3 -> a, 0.5
+    assert selection_estimate([a, b], 3) == pytest.approx((0.0 + 0.0 + 0.5) / 3)

@@ -285,6 +285,8 @@ def _optimize_search(args: argparse.Namespace) -> int:
         f"  best trial {study.best:<4} {cv['best']:.4f}",
         f"  picked trial {study.pick:<2} {cv['pick']:.4f}  (one-standard-error rule: fewest "
         "changed keys within one SE of the best)",
+        f"  nested CV       {cv['selection']:.4f}  (best trial chosen on {study.k_folds - 1} "
+        "folds, scored on the one left out: the pick's worth on queries it did not see)",
     ]
     if out.sidecar:
         lines.append(f"  trials: {out.sidecar}")
