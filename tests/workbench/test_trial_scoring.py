@@ -48,6 +48,9 @@ CONFIGS = [
     {"expansion.enabled": False, "lexical.k1": 2.5, "fusion.bm25_weight": 0.1},
     {"expansion.max_terms": 2},
     {"search.top_k": 3, "fusion.multiplier": 7},
+    {"fusion.method": "convex", "fusion.normalization": "zscore", "fusion.bm25_weight": 2.0},
+    {"fusion.method": "convex", "fusion.normalization": "tmm", "expansion.enabled": False},
+    {"fusion.method": "dbsf", "fusion.multiplier": 5, "lexical.b": 0.3},
 ]
 
 
