@@ -51,6 +51,8 @@ CONFIGS = [
     {"fusion.method": "convex", "fusion.normalization": "zscore", "fusion.bm25_weight": 2.0},
     {"fusion.method": "convex", "fusion.normalization": "tmm", "expansion.enabled": False},
     {"fusion.method": "dbsf", "fusion.multiplier": 5, "lexical.b": 0.3},
+    {"lexical.title_weight": 0.0, "expansion.enabled": True},
+    {"lexical.title_weight": 4.5, "lexical.title_b": 0.2, "search.mode": "keyword"},
 ]
 
 
