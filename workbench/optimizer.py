@@ -168,6 +168,12 @@ def run_study(
     depth = _deepest_pool(base, specs)
     started = time.perf_counter()
     bank = ChannelBank(evaluator, base, items, depth=depth, progress=progress)
+    for spec in specs:
+        # An expansion setting the baseline lacks costs one retrieval per query: pay it
+        # here, before the search's clock starts, not inside the first trial that asks.
+        if spec.key.startswith("expansion.") and spec.kind == "categorical":
+            for value in spec.choices:
+                bank.terms(base.with_overrides({spec.key: value}))
     evaluator.cache.save()  # the next run (and `wikirag eval`) starts warm
     scorer = TrialScorer(
         bank, folds, measure, parent_function(getattr(evaluator.engine, "kb", None))

@@ -246,7 +246,7 @@ def _optimize_search(args: argparse.Namespace) -> int:
 
     ws = workspace(args)
     trials = DEFAULT_TRIALS if args.trials is None else args.trials
-    with tqdm(file=sys.stderr, unit="trial", leave=False, disable=args.json) as bar:
+    with tqdm(file=sys.stderr, leave=False, disable=args.json) as bar:
 
         def show(done: int, total: int, label: str) -> None:
             if bar.total != total:
