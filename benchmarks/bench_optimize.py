@@ -57,8 +57,9 @@ def main(argv: list[str] | None = None) -> int:
 
     work = Path(args.work)
     kb, idx, ds = work / "kb", work / "index", work / "cmrc.yaml"
-    out: dict = {"data": args.data, "trials": args.trials, "seed": args.seed}
+    out: dict = {"data": f"reused {work}", "trials": args.trials, "seed": args.seed}
     if not (args.reuse and (idx / "manifest.json").is_file()):
+        out["data"] = args.data
         work.mkdir(parents=True, exist_ok=True)
         _cli("import-beir", args.data, "--kb-out", str(kb), "--dataset-out", str(ds))
         out["index_s"] = round(_cli("index", "--kb", str(kb), "--index", str(idx)), 2)
