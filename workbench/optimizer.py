@@ -17,6 +17,7 @@ is reported), logged like any other, with the study's trial table written beside
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import math
@@ -296,10 +297,33 @@ def optimize(
     measure: str = DEFAULT_MEASURE,
     progress: ProgressFn | None = None,
     dry_run: bool = False,
+    notify: Callable[[str], None] | None = None,
 ) -> Outcome:
-    """Search, then submit the picked config as one experiment (none if it is the baseline)."""
+    """Search, then submit the picked config as one experiment (none if it is the baseline).
+
+    Holds the KB's experiment lock from reading the baseline to submitting (a dry run writes
+    nothing and takes no lock), so the pick is judged against the baseline it was found for.
+    """
     store = ExperimentStore(ws.experiments)
-    store.recover()
+    guard = contextlib.nullcontext() if dry_run else store.writing("optimize", notify)
+    with guard:
+        return _search_and_submit(
+            ws, store, evaluator_for, trials, timeout_s, seed, k_folds, measure, progress, dry_run
+        )
+
+
+def _search_and_submit(
+    ws: Workspace,
+    store: ExperimentStore,
+    evaluator_for: Callable[[EngineConfig], Evaluator],
+    trials: int,
+    timeout_s: float | None,
+    seed: int,
+    k_folds: int,
+    measure: str,
+    progress: ProgressFn | None,
+    dry_run: bool,
+) -> Outcome:
     gs = golden.load(ws.dataset)
     base = store.baseline_config()
     items = gs.answerable("tune")

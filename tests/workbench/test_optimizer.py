@@ -160,3 +160,30 @@ def test_nested_cv_estimate_chooses_on_the_other_folds() -> None:
     # fold 0 left out: a 0.25, b 0.45 on the others -> b, which scores 0.0 on fold 0;
     # fold 1 left out: a 0.75, b 0.15 -> a, 0.0; fold 2 left out: a 0.5, b 0.3 -> a, 0.5
     assert selection_estimate([a, b], 3) == pytest.approx((0.0 + 0.0 + 0.5) / 3)
+
+
+def test_optimize_refuses_while_another_writer_holds_the_lock(ws) -> None:
+    import multiprocessing as mp
+
+    from workbench.experiments import ExperimentBusyError
+
+    store = ExperimentStore(ws.experiments)
+    ready, release = mp.Event(), mp.Event()
+    holder = mp.get_context("fork").Process(
+        target=_hold_lock, args=(str(ws.experiments), ready, release)
+    )
+    holder.start()
+    try:
+        assert ready.wait(30)
+        with pytest.raises(ExperimentBusyError):
+            optimize(ws, _ev(ws), trials=3, seed=0, k_folds=3)
+        assert store.load_records() == []
+    finally:
+        release.set()
+        holder.join(30)
+
+
+def _hold_lock(folder: str, ready, release) -> None:
+    with ExperimentStore(folder).lock("test holder"):
+        ready.set()
+        release.wait(30)

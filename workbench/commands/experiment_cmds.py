@@ -264,6 +264,7 @@ def _optimize_search(args: argparse.Namespace) -> int:
             measure=args.measure or DEFAULT_MEASURE,
             progress=show,
             dry_run=args.dry_run,
+            notify=info,
         )
     study, res = out.study, out.experiment
     if args.json:
