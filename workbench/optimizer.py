@@ -33,6 +33,7 @@ from engine.config import EngineConfig
 from engine.errors import EngineError
 from engine.pipeline import MAX_CACHED_POOL, pool_size
 from workbench import golden
+from workbench import rule as rules
 from workbench.context import Workspace
 from workbench.evaluate import Evaluator
 from workbench.experiments import ExperimentResult, ExperimentStore, run_experiment
@@ -44,7 +45,7 @@ from workbench.trial_scoring import ChannelBank, TrialScorer, make_folds, parent
 # queries make every fold mean a coin toss (ESL 7.10 recommends 5 or 10).
 K_FOLDS = 5
 DEFAULT_TRIALS = 100
-DEFAULT_MEASURE = "mrr"
+DEFAULT_MEASURE = "mrr"  # run_study's default; optimize() takes the rule's primary measure
 STUDIES = "studies"
 TIER = "optimize (Optuna TPE, cross-validated)"
 
@@ -294,7 +295,7 @@ def optimize(
     timeout_s: float | None = None,
     seed: int = 0,
     k_folds: int = K_FOLDS,
-    measure: str = DEFAULT_MEASURE,
+    measure: str | None = None,
     progress: ProgressFn | None = None,
     dry_run: bool = False,
     notify: Callable[[str], None] | None = None,
@@ -303,7 +304,10 @@ def optimize(
 
     Holds the KB's experiment lock from reading the baseline to submitting (a dry run writes
     nothing and takes no lock), so the pick is judged against the baseline it was found for.
+    ``measure`` defaults to the acceptance rule's primary measure: the search optimises what
+    the rule will decide on.
     """
+    measure = measure or rules.resolve(ws.experiments).primary
     store = ExperimentStore(ws.experiments)
     guard = contextlib.nullcontext() if dry_run else store.writing("optimize", notify)
     with guard:
@@ -366,8 +370,11 @@ def _search_and_submit(
         dry_run=dry_run,
         extra={"optimize": study.summary()},
     )
-    if not dry_run:
+    if result.no_effect:
+        study.notes.append("the pick ranks every query as the baseline does; nothing logged")
+    elif not dry_run:
         study.experiment = result.number
+    if not dry_run:
         sidecar = save_study(store.folder, study)
     return Outcome(study, result, sidecar)
 

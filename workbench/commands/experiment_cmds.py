@@ -59,7 +59,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     o.add_argument("--timeout", type=float, default=None, help="seconds budget for the search")
     o.add_argument("--seed", type=int, default=0, help="seeds the sampler and the folds")
     o.add_argument("--folds", type=int, default=None, help="cross-validation folds (default 5)")
-    o.add_argument("--measure", default=None, help="primary measure (default mrr)")
+    o.add_argument(
+        "--measure", default=None, help="measure to optimise (default: the rule's primary)"
+    )
     o.add_argument("--dry-run", action="store_true", help="search and decide but write nothing")
     o.add_argument(
         "--catalog", action="store_true", help="walk the strategy catalog one change at a time"
@@ -242,7 +244,7 @@ def _optimize(args: argparse.Namespace) -> int:
 def _optimize_search(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from workbench.optimizer import DEFAULT_MEASURE, DEFAULT_TRIALS, K_FOLDS, optimize
+    from workbench.optimizer import DEFAULT_TRIALS, K_FOLDS, optimize
 
     ws = workspace(args)
     trials = DEFAULT_TRIALS if args.trials is None else args.trials
@@ -261,7 +263,7 @@ def _optimize_search(args: argparse.Namespace) -> int:
             timeout_s=args.timeout,
             seed=args.seed,
             k_folds=K_FOLDS if args.folds is None else args.folds,
-            measure=args.measure or DEFAULT_MEASURE,
+            measure=args.measure,
             progress=show,
             dry_run=args.dry_run,
             notify=info,
