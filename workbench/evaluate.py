@@ -529,8 +529,26 @@ def attribute(
 
 
 def save_run(run: EvalRun, runs_dir: str | Path) -> Path:
-    """Write the run record (exact config YAML + hash, dataset hash, rankings, metrics)."""
-    path = Path(runs_dir) / f"{run.run_id}.json"
+    """Write the run record (exact config YAML + hash, dataset hash, rankings, metrics).
+
+    Run ids are to the second plus the config hash, so two runs of one config in the same
+    second (two clicks, a script) would share one; the later gets ``-2``, ``-3``... instead
+    of overwriting the first.
+    """
+    folder = Path(runs_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    n = 1
+    while True:
+        run_id = run.run_id if n == 1 else f"{run.run_id}-{n}"
+        try:  # O_EXCL claims the name atomically, so concurrent savers never share one
+            with open(folder / f"{run_id}.json", "x", encoding="utf-8"):
+                pass
+        except FileExistsError:
+            n += 1
+            continue
+        break
+    run.run_id = run_id
+    path = folder / f"{run_id}.json"
     atomic_write_text(path, json.dumps(run.to_dict(), ensure_ascii=False, indent=1))
     return path
 

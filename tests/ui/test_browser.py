@@ -161,14 +161,14 @@ def test_page_renders_in_chromium(server: str, browser, path: str) -> None:
         page.wait_for_timeout(300)  # let the script run start before waiting for its end
         page.locator('[data-testid="stStatusWidget"]').wait_for(state="detached", timeout=90_000)
         page.wait_for_function(  # lazily loaded widgets show skeletons first
-            "!document.querySelector('[data-testid=\"stSkeleton\"]')", timeout=30_000
+            "!document.querySelector('[data-testid=\"stSkeleton\"]')", timeout=90_000
         )
         charts = page.locator('[data-testid="stPlotlyChart"]').count()
         if charts:  # plotly draws after the script run ends
             page.wait_for_function(
                 "n => document.querySelectorAll('.js-plotly-plot .main-svg').length >= n",
                 arg=charts,
-                timeout=30_000,
+                timeout=90_000,
             )
         page.wait_for_timeout(500)
         SHOTS.mkdir(parents=True, exist_ok=True)

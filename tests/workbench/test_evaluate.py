@@ -157,3 +157,16 @@ def test_attribution_causes():
     )
     out = attribute(_item(["b2"]), rr, cands, pool=30, mode="hybrid", use_rerank=True)
     assert out[0]["cause"] == "demoted_by_rerank"
+
+
+def test_two_runs_saved_in_the_same_second_keep_both_records(setup, tmp_path):
+    import copy
+    import json
+
+    kb_dir, index, gs = setup
+    run = _run(Engine.open(kb_dir, index, HASH_CFG), gs, HASH_CFG)
+    twin = copy.deepcopy(run)  # same id: same second, same config
+    first, second = save_run(run, tmp_path), save_run(twin, tmp_path)
+    assert first != second and first.is_file() and second.is_file()
+    assert second.stem == f"{first.stem}-2"
+    assert json.loads(second.read_text(encoding="utf-8"))["run_id"] == second.stem
