@@ -462,9 +462,14 @@ def same_rankings(runs: Mapping[tuple[str, str], EvalRun], mode: str) -> bool:
         b, c = runs.get(("b", split)), runs.get(("c", split))
         if b is None or c is None:
             continue
-        cand = {r.item.id: [x.node_id for x in r.ranked] for r in c.for_mode(mode)}
+        cand = {r.item.id: r for r in c.for_mode(mode)}
         for r in b.for_mode(mode):
-            if cand.get(r.item.id) != [x.node_id for x in r.ranked]:
+            other = cand.get(r.item.id)
+            if (
+                other is None
+                or [x.node_id for x in other.ranked] != [x.node_id for x in r.ranked]
+                or other.metrics != r.metrics
+            ):
                 return False
     return True
 

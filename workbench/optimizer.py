@@ -425,13 +425,24 @@ def study_figures(study: Study) -> dict[str, Any]:
     hist = optuna.visualization.plot_optimization_history(st, target_name=study.measure)
     hist.update_layout(title=f"Optimization history ({study.k_folds}-fold CV {study.measure})")
     figs["history"] = hist
-    params = _importance_params(study.trials)
-    if len(st.trials) >= 2 and params:
+    params, group = _importance_params(study.trials)
+    # fANOVA over the group's trials only: a trial lacking one of the keys (another mode's
+    # conditional keys) makes Optuna refuse the whole rating.
+    gst = optuna.create_study(direction="maximize")
+    for row in group:
+        gst.add_trial(
+            optuna.trial.create_trial(
+                params=row.params,
+                distributions={k: json_to_distribution(study.distributions[k]) for k in row.params},
+                value=row.value,
+            )
+        )
+    if len(gst.trials) >= 2 and params:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             try:
                 imp = optuna.visualization.plot_param_importances(
-                    st,
+                    gst,
                     evaluator=optuna.importance.FanovaImportanceEvaluator(seed=study.seed),
                     params=params,
                     target_name=study.measure,
@@ -444,19 +455,26 @@ def study_figures(study: Study) -> dict[str, Any]:
     return figs
 
 
-def _importance_params(rows: Sequence[TrialRow]) -> list[str]:
+def _importance_params(rows: Sequence[TrialRow]) -> tuple[list[str], list[TrialRow]]:
+    """The keys to rate and the trials to rate them on: the largest group of trials sharing
+    a search mode and a set of keys, with some key varied."""
     groups: dict[str, list[TrialRow]] = {}
     for r in rows:
         if r.value is not None:
-            groups.setdefault(str(r.params.get("search.mode")), []).append(r)
-    if not groups:
-        return []
-    for group in sorted(groups.values(), key=len, reverse=True):
-        keys = set.intersection(*(set(r.params) for r in group))
-        varied = [k for k in sorted(keys) if len({json.dumps(r.params[k]) for r in group}) > 1]
-        if varied:  # a vector-mode group has no other key to rate
-            return varied
-    return []
+            key = json.dumps([r.params.get("search.mode"), sorted(r.params)])
+            groups.setdefault(key, []).append(r)
+    scored = [r for r in rows if r.value is not None]
+    every = sorted(set.intersection(*(set(r.params) for r in scored))) if scored else []
+    # ... and, when no such group varies in score, every trial over the keys all share
+    # (the search mode at least): what the study learned is then which mode matters.
+    for group, keys in [
+        *((g, sorted(g[0].params)) for g in sorted(groups.values(), key=len, reverse=True)),
+        (scored, every),
+    ]:
+        varied = [k for k in keys if len({json.dumps(r.params[k]) for r in group}) > 1]
+        if varied and len({r.value for r in group}) > 1:
+            return varied, group
+    return [], []
 
 
 def _row(t: Any) -> TrialRow:

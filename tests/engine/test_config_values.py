@@ -45,3 +45,21 @@ def test_long_unknown_key_is_cut_in_error_messages() -> None:
 def test_finite_numbers_still_accepted() -> None:
     cfg = EngineConfig().with_overrides({"fusion.k": 30, "search.top_k": 5.0})
     assert (cfg.fusion.k, cfg.search.top_k) == (30.0, 5)
+
+
+def test_a_config_saved_before_new_keys_existed_keeps_its_meaning():
+    import yaml
+
+    from engine.config import LEGACY_VALUES, EngineConfig
+
+    old = EngineConfig().to_dict()
+    for dotted in LEGACY_VALUES:  # what a first-release baseline.yaml looked like
+        section, key = dotted.split(".")
+        del old[section][key]
+    cfg = EngineConfig.from_yaml(yaml.safe_dump(old))
+    assert cfg.fusion.method == "rrf" and cfg.lexical.title_weight == 0.0
+    # a hand-written partial config gets today's defaults
+    partial = EngineConfig.from_yaml("fusion:\n  k: 30\n")
+    assert partial.fusion.method == EngineConfig().fusion.method == "convex"
+    # and a config saved today round-trips exactly
+    assert EngineConfig.from_yaml(EngineConfig().to_yaml()) == EngineConfig()

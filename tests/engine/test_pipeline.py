@@ -7,6 +7,11 @@ from hypothesis import strategies as st
 from engine.config import EngineConfig
 from engine.pipeline import Candidates, fuse, inject_children, pool_size, rank, rerank_order, rrf
 
+# The first release's fusion (weighted RRF 1:1): these tests are about RRF, not the default.
+RRF11 = EngineConfig().with_overrides(
+    {"fusion.method": "rrf", "fusion.vector_weight": 1.0, "fusion.bm25_weight": 1.0}
+)
+
 
 def _cands(vector: list[str], bm25: list[str]) -> Candidates:
     return Candidates(
@@ -50,7 +55,7 @@ def test_rrf_independent_of_channel_order(v: list, b: list, wv: float, wb: float
 
 
 def test_fuse_modes_and_pool_cut() -> None:
-    cfg = EngineConfig()
+    cfg = RRF11
     c = _cands(["a", "b", "c"], ["c", "d"])
     assert [n for n, _ in fuse(c, cfg, "vector", 2)] == ["a", "b"]
     assert [n for n, _ in fuse(c, cfg, "keyword", 5)] == ["c", "d"]
@@ -68,7 +73,7 @@ def test_pool_size() -> None:
 
 
 def test_rerank_merge_hand_computed() -> None:
-    cfg = EngineConfig().with_overrides({"rerank.weight": 0.5, "rerank.max_candidates": 2})
+    cfg = RRF11.with_overrides({"rerank.weight": 0.5, "rerank.max_candidates": 2})
     fused = [("a", 0.04), ("b", 0.02), ("c", 0.01)]
     out = rerank_order(fused, {"a": 0.1, "b": 0.9}, cfg)
     # final = 0.5 * rerank + 0.5 * fused / top fused (0.04)
@@ -79,7 +84,7 @@ def test_rerank_merge_hand_computed() -> None:
 
 
 def test_rank_with_rerank_sets_ranks() -> None:
-    cfg = EngineConfig()
+    cfg = RRF11
     c = _cands(["a", "b"], ["b", "c"])
     ranked = rank(c, cfg, top_k=3, mode="hybrid", rerank_scores={"a": 0.2, "b": 0.1, "c": 0.9})
     assert [r.node_id for r in ranked] == ["c", "a", "b"]

@@ -40,7 +40,8 @@ def _random_queries(seed: int, n: int = 40) -> list[tuple[Channel, Channel]]:
 
 
 def _cfg(**fusion: object) -> EngineConfig:
-    return EngineConfig().with_overrides({f"fusion.{k}": v for k, v in fusion.items()})
+    base = {"fusion.method": "rrf", "fusion.vector_weight": 1.0, "fusion.bm25_weight": 1.0}
+    return EngineConfig().with_overrides({**base, **{f"fusion.{k}": v for k, v in fusion.items()}})
 
 
 def _ours(vec: Channel, bm: Channel, cfg: EngineConfig) -> list[tuple[str, float]]:
@@ -184,7 +185,7 @@ def test_empty_channels_and_zero_weights_fuse_without_error() -> None:
 
 
 def test_switching_method_is_one_key_and_bad_values_are_one_line_errors() -> None:
-    assert EngineConfig().fusion.method == "rrf"
+    assert EngineConfig().fusion.method == "convex"  # by measurement: docs/benchmarks.md
     cfg = EngineConfig().with_overrides({"fusion.method": "dbsf"})
     assert cfg.fusion.method == "dbsf" and cfg.hash != EngineConfig().hash
     with pytest.raises(ConfigError, match=r"fusion\.method must be one of rrf, convex, dbsf"):
@@ -198,7 +199,15 @@ def test_fusion_method_changes_the_hybrid_order_only() -> None:
     bm = [("c", 30.0), ("b", 29.0), ("a", 1.0)]
     cands = Candidates("q", vector=tuple(vec), bm25=tuple(bm), pool=200)
     orders = {
-        m: [n for n, _ in fuse(cands, _cfg(method=m), "hybrid", 10)]
+        m: [
+            n
+            for n, _ in fuse(
+                cands,
+                _cfg(method=m, **({"normalization": "minmax"} if m == "convex" else {})),
+                "hybrid",
+                10,
+            )
+        ]
         for m in ("rrf", "convex", "dbsf")
     }
     # rrf: a and c both 1/61 + 1/63 (tie, by id) > b 2/62.

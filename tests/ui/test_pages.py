@@ -225,8 +225,8 @@ def test_experiments_run_decide_restore(ui_copy):
 def test_experiments_strict_rule_is_selectable(ui_copy):
     at = open_page("experiments")
     at.selectbox(key="exp_rule").select("strict").run()
-    at.selectbox(key="exp_key").select("fusion.k").run()
-    at.number_input(key="exp_value_fusion.k").set_value(30).run()
+    at.selectbox(key="exp_key").select("fusion.bm25_weight").run()
+    at.number_input(key="exp_value_fusion.bm25_weight").set_value(3.0).run()
     at.button(key="exp_run").click().run()
     assert not at.exception
     assert any("Rule: **strict**" in c.value for c in at.caption)
@@ -354,16 +354,17 @@ def test_compare_runs_per_query_filters_by_outcome_and_shows_both_lists(ui_copy)
 
 def test_sweep_point_runs_as_an_experiment(ui_copy):
     at = open_page("compare")
-    at.text_input(key="sw_v1").input("10, 60")
+    at.selectbox(key="sw_k1").select("fusion.bm25_weight")
+    at.text_input(key="sw_v1").input("0.1, 0.7")
     at.button(key="sw_run").click().run()
     assert not at.exception
     table = at.dataframe[-1].value
-    assert any(str(v).startswith("current") for v in table.iloc[:, 0])  # k=60 is the baseline
+    assert any(str(v).startswith("current") for v in table.iloc[:, 0])  # 0.7 is the baseline
     at.selectbox(key="sw_experiment_point").select(0).run()
     at.button(key="sw_experiment").click().run()
     assert not at.exception
     log = (ui_copy["experiments"] / "kb" / "optimization_log.md").read_text(encoding="utf-8")
-    assert "sweep point fusion.k=10" in log
+    assert "sweep point fusion.bm25_weight=0.1" in log
 
 
 def test_chat_conversations_are_kept_reopened_and_replayed(ui_copy):

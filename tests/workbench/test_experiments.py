@@ -169,7 +169,9 @@ def test_append_crash_keeps_old_log(tmp_path, monkeypatch):
 def test_ranking_key_treats_scaled_rrf_weights_as_one_config():
     from workbench.experiments import _ranking_key
 
-    base = EngineConfig()
+    base = EngineConfig().with_overrides(
+        {"fusion.method": "rrf", "fusion.vector_weight": 1.0, "fusion.bm25_weight": 1.0}
+    )
     a = base.with_overrides({"fusion.bm25_weight": 2.0})
     b = base.with_overrides({"fusion.vector_weight": 0.5})
     assert _ranking_key(a) == _ranking_key(b) != _ranking_key(base)

@@ -168,7 +168,7 @@ def test_cli_try_is_refused_with_who_holds_the_lock(ws: Path, capsys) -> None:
         for argv in (
             ["experiment", "try", "--kb", "kb", "--set", "fusion.k=30"],
             ["experiment", "restore", "--kb", "kb", "0"],
-            ["optimize", "--kb", "kb", "--budget", "1"],
+            ["optimize", "--kb", "kb", "--trials", "1"],
         ):
             assert main(argv) == 2
             err = capsys.readouterr().err

@@ -26,11 +26,13 @@ class PoolEngine:
 
 
 def test_eval_with_pool_above_cache_depth_matches_live() -> None:
-    cfg = EngineConfig().with_overrides({"fusion.multiplier": 30})  # pool 10 x 30 = 300
+    rrf = {"fusion.method": "rrf", "fusion.vector_weight": 1.0, "fusion.bm25_weight": 1.0}
+    cfg = EngineConfig().with_overrides({**rrf, "fusion.multiplier": 30})  # pool 10 x 30
     live = rank(PoolEngine().candidates("q", 300), cfg, top_k=10, mode="hybrid", rerank_scores=None)
     assert live[0].node_id == "x"  # in both channels within 300 (bm25 rank 250)
     gs = golden.parse("name: t\nqueries:\n  - {id: q1, query: q, relevant: [x]}\n")
     cache = EvalCache()
-    Evaluator(PoolEngine(), cache).run(gs, EngineConfig())  # cache filled at the default pool
+    default_pool = EngineConfig().with_overrides(rrf)
+    Evaluator(PoolEngine(), cache).run(gs, default_pool)  # cache filled at the default pool
     (r,) = Evaluator(PoolEngine(), cache).run(gs, cfg).results
     assert [x.node_id for x in r.ranked[:10]] == [x.node_id for x in live]

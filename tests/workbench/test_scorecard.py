@@ -223,7 +223,8 @@ def test_dropped_by_fusion_targets_the_channel_that_had_it():
         MAIN, causes={0: "dropped_by_fusion", 1: "dropped_by_fusion"}, attribution=attribution
     )
     d = _card(run=run).dimension("recall5")
-    assert d.next_experiment["overrides"] == {"fusion.bm25_weight": 2.0}
+    doubled = 2 * EngineConfig().fusion.bm25_weight  # twice the weight of the channel that had it
+    assert d.next_experiment["overrides"] == {"fusion.bm25_weight": doubled}
 
 
 def test_engineering_stale_index_unknown_signature_and_errors():

@@ -17,6 +17,11 @@ from workbench.sweep import (
     sweep_figures,
 )
 
+# The first release's fusion (weighted RRF 1:1): these tests are about RRF, not the default.
+RRF11 = EngineConfig().with_overrides(
+    {"fusion.method": "rrf", "fusion.vector_weight": 1.0, "fusion.bm25_weight": 1.0}
+)
+
 GS = GoldenSet("gs", ())
 
 
@@ -29,7 +34,7 @@ def test_parse_grid_arg_reads_yaml_values():
 
 
 def test_expand_grid_order_and_checks():
-    base = EngineConfig()
+    base = RRF11
     pts = expand_grid(base, {"fusion.k": [10, 60], "fusion.bm25_weight": [1, 2, 3]})
     assert pts[:4] == [
         {"fusion.k": 10, "fusion.bm25_weight": 1},
@@ -74,7 +79,7 @@ def test_sweep_one_key_best_point_and_holdout():
     calls = []
     res = sweep(
         None,
-        EngineConfig(),
+        RRF11,
         {"fusion.k": [10, 30, 60]},
         GS,
         evaluator_for=lambda cfg: FakeEvaluator(cfg, calls),
@@ -94,7 +99,7 @@ def test_sweep_one_key_best_point_and_holdout():
 def test_sweep_two_keys_matrix_csv_json():
     res = sweep(
         None,
-        EngineConfig(),
+        RRF11,
         {"fusion.k": [10, 30], "fusion.bm25_weight": [1.0, 2.0]},
         GS,
         evaluator_for=FakeEvaluator,
@@ -116,7 +121,7 @@ def test_sweep_two_keys_matrix_csv_json():
 
 def test_best_index_tie_breaks():
     # equal recall: higher MRR wins; then lower p95; then grid order
-    base = EngineConfig()
+    base = RRF11
 
     def point(recall, mrr, lat):
         from workbench.sweep import _point
@@ -131,7 +136,7 @@ def test_best_index_tie_breaks():
 
 
 def test_pareto_front():
-    res = sweep(None, EngineConfig(), {"fusion.k": [10, 30, 60]}, GS, evaluator_for=FakeEvaluator)
+    res = sweep(None, RRF11, {"fusion.k": [10, 30, 60]}, GS, evaluator_for=FakeEvaluator)
     # k=10: 0.5 @ 20 ms; k=30: 0.7 @ 40 ms; k=60: 0.5 @ 70 ms (dominated)
     assert res.pareto() == [0, 1]
 
@@ -147,9 +152,7 @@ class HoldoutFlipEvaluator(FakeEvaluator):
 
 
 def test_sweep_marks_the_current_value_and_warns_when_the_best_loses_on_holdout():
-    res = sweep(
-        None, EngineConfig(), {"fusion.k": [10, 30, 60]}, GS, evaluator_for=HoldoutFlipEvaluator
-    )
+    res = sweep(None, RRF11, {"fusion.k": [10, 30, 60]}, GS, evaluator_for=HoldoutFlipEvaluator)
     assert res.current == {"fusion.k": 60.0}
     assert res.current_index == 2
     assert res.best.values == {"fusion.k": 30}
@@ -161,19 +164,17 @@ def test_sweep_marks_the_current_value_and_warns_when_the_best_loses_on_holdout(
 
 
 def test_sweep_says_latency_differences_under_the_noise_floor_are_noise():
-    res = sweep(
-        None, EngineConfig(), {"fusion.k": [10, 30, 60]}, GS, evaluator_for=HoldoutFlipEvaluator
-    )
+    res = sweep(None, RRF11, {"fusion.k": [10, 30, 60]}, GS, evaluator_for=HoldoutFlipEvaluator)
     assert res.latency_within_noise()
     assert "within the noise floor" in format_sweep(res)
     scatter = sweep_figures(res)[1]
     lo, hi = scatter.layout.xaxis.range
     assert hi - lo >= 2 * res.latency_noise_ms() - 1e-9  # the axis does not magnify 0.01 ms
     # real differences are not called noise
-    spread = sweep(None, EngineConfig(), {"fusion.k": [10, 60]}, GS, evaluator_for=FakeEvaluator)
+    spread = sweep(None, RRF11, {"fusion.k": [10, 60]}, GS, evaluator_for=FakeEvaluator)
     assert not spread.latency_within_noise()
 
 
 def test_sweep_without_a_holdout_loss_gives_no_warning():
-    res = sweep(None, EngineConfig(), {"fusion.k": [10, 30, 60]}, GS, evaluator_for=FakeEvaluator)
+    res = sweep(None, RRF11, {"fusion.k": [10, 30, 60]}, GS, evaluator_for=FakeEvaluator)
     assert res.holdout_warning() is None

@@ -248,7 +248,9 @@ def _optimize_search(args: argparse.Namespace) -> int:
 
     ws = workspace(args)
     trials = DEFAULT_TRIALS if args.trials is None else args.trials
-    with tqdm(file=sys.stderr, leave=False, disable=args.json) as bar:
+    # delay: no bar is drawn before work starts, so a refusal (another experiment holds
+    # the KB's lock) stays the one-line error the CLI promises
+    with tqdm(file=sys.stderr, leave=False, disable=args.json, delay=0.5) as bar:
 
         def show(done: int, total: int, label: str) -> None:
             if bar.total != total:
