@@ -71,3 +71,54 @@ def test_sidebar_switch_changes_the_language(ui_env, monkeypatch):
     at.run()
     assert not at.exception
     assert at.title[0].value == "概览"
+
+
+def test_write_catalog_adds_and_replaces_translations(tmp_path, monkeypatch):
+    from babel.messages.pofile import read_po
+
+    from workbench.ui import i18n_catalog
+
+    monkeypatch.setattr(i18n_catalog, "LOCALE_DIR", tmp_path)
+    i18n_catalog.write_catalog("zh", {"Run": "运行", "Seed": "种子"})
+    assert i18n_catalog.write_catalog("zh", {"Seed": "随机种子"}) == 2
+    with (tmp_path / "zh" / "LC_MESSAGES" / "messages.po").open("rb") as fh:
+        cat = read_po(fh, locale="zh")
+    assert {m.id: m.string for m in cat if m.id} == {"Run": "运行", "Seed": "随机种子"}
+
+
+def _no_crash_box(at: AppTest) -> None:
+    """ui.guarded turns a crash into an error plus a "Technical details" expander."""
+    assert not at.exception
+    assert not [e for e in at.expander if e.label in ("技术细节", "Technical details")], [
+        e.value for e in at.error
+    ]
+
+
+def test_experiments_chat_and_reports_pages_in_chinese(ui_copy, monkeypatch):
+    at = _app(monkeypatch, "zh")
+    at.switch_page("views/experiments.py").run()
+    _no_crash_box(at)
+    subheaders = {s.value for s in at.subheader}
+    assert {"单项改动", "优化（搜索）", "遍历策略目录", "优化日志"} <= subheaders, subheaders
+    assert at.selectbox(key="exp_rule").label == "接受规则"
+    assert at.button(key="exp_run").label == "运行实验"
+    assert at.number_input(key="opt_trials").label == "试验"
+    assert any(c.value.startswith("基线 `") for c in at.caption)
+
+    at.switch_page("views/chat.py").run()
+    _no_crash_box(at)
+    assert at.title[0].value == "对话"
+    assert at.button(key="chat_clear").label == "新对话"
+    assert at.selectbox(key="chat_mode").label == "智能体模式"
+    assert any("未配置 LLM" in i.value for i in at.info)
+
+    at.switch_page("views/reports.py").run()
+    _no_crash_box(at)
+    assert any("尚无可生成报告的评测运行" in i.value for i in at.info)
+    at.switch_page("views/evaluate.py").run()
+    next(b for b in at.button if b.label == "运行评测").click().run()
+    at.switch_page("views/reports.py").run()
+    _no_crash_box(at)
+    assert at.radio(key="rep_view").label == "预览"
+    labels = {b.label for b in at.get("download_button")}
+    assert {"HTML", "Markdown", "TREC 运行文件"} <= labels, labels

@@ -52,11 +52,15 @@ def guarded(what: str = "this page") -> Iterator[None]:
         st.caption(t("Fix what the message says, then rerun (press R)."))
     except ModuleNotFoundError as exc:
         st.info(
-            f"Part of {what} needs `{exc.name}`, which isn't available yet in this checkout; "
-            "the rest of the workbench works without it."
+            t(
+                "Part of {what} needs `{name}`, which isn't available yet in this checkout; "
+                "the rest of the workbench works without it.",
+                what=what,
+                name=exc.name,
+            )
         )
     except Exception as exc:
-        st.error(f"{what} failed: {type(exc).__name__}: {exc}")
+        st.error(t("{what} failed: {error}", what=what, error=f"{type(exc).__name__}: {exc}"))
         st.caption(t("If this persists, run the matching `wikirag` command to see more detail."))
         with st.expander(t("Technical details")):
             st.code("".join(traceback.format_exception_only(type(exc), exc)), language="text")
@@ -69,8 +73,12 @@ def core(module: str, command: str) -> ModuleType | None:
     except ModuleNotFoundError as exc:
         if exc.name and module.startswith(exc.name):
             st.info(
-                f"`{command}` isn't available yet: `{module}` is still being written. "
-                "This page fills in once it lands."
+                t(
+                    "`{command}` isn't available yet: `{module}` is still being written. "
+                    "This page fills in once it lands.",
+                    command=command,
+                    module=module,
+                )
             )
             return None
         raise
@@ -90,20 +98,33 @@ def sidebar(ws: Workspace) -> None:
     with st.sidebar:
         switch()
         st.markdown(f"**{t('Knowledge base')}** `{ws.name}`")
-        st.caption(f"KB `{ws.kb}` · index `{ws.index}` · golden set `{ws.dataset}`")
+        st.caption(
+            t(
+                "KB `{kb}` · index `{index}` · golden set `{dataset}`",
+                kb=ws.kb,
+                index=ws.index,
+                dataset=ws.dataset,
+            )
+        )
         options = resources.config_options(ws)
         st.selectbox(
-            "Config",
+            t("Config"),
             list(options),
             key=state.CONFIG_CHOICE,
             help=t("baseline = the accepted config; versions = earlier accepted baselines"),
         )
         _, cfg = current_config(ws)
-        st.caption(f"config `{cfg.hash}` · embedder `{cfg.embedding.provider}`")
+        st.caption(
+            t(
+                "config `{hash}` · embedder `{embedder}`",
+                hash=cfg.hash,
+                embedder=cfg.embedding.provider,
+            )
+        )
         try:
             status = resources.index_status(ws, cfg)
         except Exception as exc:
-            st.warning(f"Index status unavailable: {exc}")
+            st.warning(t("Index status unavailable: {error}", error=exc))
         else:
             st.markdown(freshness_badge(status))
         st.markdown(llm_status(cfg))
@@ -111,11 +132,12 @@ def sidebar(ws: Workspace) -> None:
 
 def freshness_badge(status: Mapping[str, Any]) -> str:
     if not status.get("exists"):
-        return ":red-badge[no index] build it on the Overview page"
+        return t(":red-badge[no index] build it on the Overview page")
     if status.get("fresh"):
-        return ":green-badge[index fresh]"
-    parts = [f"{status[k]} {k}" for k in ("new", "changed", "deleted") if status.get(k)]
-    return ":orange-badge[index stale] " + ", ".join(parts)
+        return t(":green-badge[index fresh]")
+    counts = {"new": t("{n} new"), "changed": t("{n} changed"), "deleted": t("{n} deleted")}
+    parts = [counts[k].format(n=status[k]) for k in counts if status.get(k)]
+    return t(":orange-badge[index stale]") + " " + ", ".join(parts)
 
 
 def llm_status(cfg: EngineConfig) -> str:
@@ -123,7 +145,7 @@ def llm_status(cfg: EngineConfig) -> str:
 
     s = llm_settings(cfg.llm)
     if s is None:
-        return ":gray-badge[No LLM configured] :small[extractive answers]"
+        return t(":gray-badge[No LLM configured] :small[extractive answers]")
     return f":violet-badge[LLM] :small[`{s.model}`]"
 
 
@@ -146,12 +168,12 @@ def metric_cards(means: Mapping[str, float], ks: Sequence[int] = (5, 10, 20)) ->
         for col, (name, label) in zip(
             cols,
             (
-                ("recall", "Recall"),
-                ("precision", "Precision"),
-                ("hit", "Hit rate"),
+                ("recall", t("Recall")),
+                ("precision", t("Precision")),
+                ("hit", t("Hit rate")),
                 ("ndcg", "NDCG"),
-                ("hndcg", "Tree NDCG"),
-                ("hrecall", "Hier. recall"),
+                ("hndcg", t("Tree NDCG")),
+                ("hrecall", t("Hier. recall")),
             ),
             strict=True,
         ):
@@ -164,7 +186,7 @@ def metric_cards(means: Mapping[str, float], ks: Sequence[int] = (5, 10, 20)) ->
                 col.metric(
                     f"{label}@{k}",
                     f"{value:.3f}",
-                    delta=text,
+                    delta=t(text),  # excellent / good / acceptable / poor
                     delta_color=color,
                     delta_arrow="off",
                     border=True,
@@ -184,7 +206,7 @@ def bar_chart(
     rows = [
         # An empty slice name (items without a category) gets a label, not a blank bar.
         {
-            "slice": str(g) if str(g).strip() else "(none)",
+            "slice": str(g) if str(g).strip() else t("(none)"),
             "measure": m,
             "value": float(vals.get(m, 0.0)),
         }
@@ -192,7 +214,7 @@ def bar_chart(
         for m in measures
     ]
     if not rows:
-        st.caption(f"{title}: no data")
+        st.caption(t("{title}: no data", title=title))
         return
     fig = px.bar(
         pd.DataFrame(rows),
@@ -229,16 +251,16 @@ def trajectory_chart(points: Sequence[Mapping[str, Any]]) -> None:
                 y=rejected["recall@5"],
                 mode="markers",
                 marker={"symbol": "x", "size": 10, "color": "gray"},
-                name="rolled back",
+                name=t("rolled back"),
                 text=rejected.get("title"),
             )
         )
     fig.update_layout(
         height=320,
         margin={"l": 10, "r": 10, "t": 30, "b": 10},
-        xaxis_title="experiment",
+        xaxis_title=t("experiment"),
         yaxis_range=[0, 1.05],
-        title="Score trajectory (tune split)",
+        title=t("Score trajectory (tune split)"),
     )
     st.plotly_chart(fig, width="stretch")
 
@@ -247,9 +269,9 @@ def breadcrumb(parts: Sequence[str]) -> str:
     return " › ".join(str(p) for p in parts)
 
 
-def open_chapter_button(node_id: str, key: str, label: str = "Open in Knowledge base") -> None:
+def open_chapter_button(node_id: str, key: str, label: str | None = None) -> None:
     """A button that selects ``node_id`` and switches to the Knowledge base page."""
-    if st.button(label, key=key):
+    if st.button(label or t("Open in Knowledge base"), key=key):
         state.set_selected_node(node_id)
         st.switch_page("views/knowledge_base.py")
 
@@ -257,7 +279,7 @@ def open_chapter_button(node_id: str, key: str, label: str = "Open in Knowledge 
 def empty_state(message: str, page: str | None = None, label: str | None = None) -> None:
     st.info(message)
     if page:
-        st.page_link(page, label=label or "Go there", icon=":material/arrow_forward:")
+        st.page_link(page, label=label or t("Go there"), icon=":material/arrow_forward:")
 
 
 SEP = " | "  # between node ids in one table cell (slugs never contain "|")
@@ -364,7 +386,14 @@ def comparison(c: Any, compare: ModuleType) -> None:
         table[name] = [c.metrics[i].get(m, 0.0) for m in measures]
         if i:
             table[f"Δ {i + 1}"] = [c.delta(i, m) for m in measures]
-    st.markdown(f"**{c.dataset}** · split {c.split} · {c.queries} queries")
+    st.markdown(
+        t(
+            "**{dataset}** · split {split} · {n} queries",
+            dataset=c.dataset,
+            split=c.split,
+            n=c.queries,
+        )
+    )
     st.dataframe(
         pd.DataFrame(table)
         .style.format(precision=3)
@@ -382,11 +411,11 @@ def comparison(c: Any, compare: ModuleType) -> None:
                     "delta": s.delta,
                     "95% CI": f"[{s.ci_low:+.3f}, {s.ci_high:+.3f}]",
                     "p": s.p_value,
-                    "significant": "yes" if s.significant else "no",
+                    "significant": t("yes") if s.significant else t("no"),
                     "wins/losses/ties": f"{s.wins}/{s.losses}/{s.ties}",
                 }
             )
-    st.markdown("**Paired statistics** (vs config 1)")
+    st.markdown(t("**Paired statistics** (vs config 1)"))
     st.dataframe(pd.DataFrame(rows).style.format(precision=3), hide_index=True, width="stretch")
     cols = st.columns(2)
     for col, fig in zip(cols, compare.comparison_figures(c), strict=False):
@@ -396,9 +425,14 @@ def comparison(c: Any, compare: ModuleType) -> None:
         changed = c.changed[i - 1]
         diff = ", ".join(f"`{k}`: {a!r} → {b!r}" for k, (a, b) in c.diffs[i - 1].items())
         with st.expander(
-            f"Queries that changed most: {c.labels[i]} vs {c.labels[0]} ({len(changed)})"
+            t(
+                "Queries that changed most: {label} vs {base} ({n})",
+                label=c.labels[i],
+                base=c.labels[0],
+                n=len(changed),
+            )
         ):
-            st.caption(f"config changes: {diff or 'none'}")
+            st.caption(t("config changes: {diff}", diff=diff or t("none")))
             if changed:
                 st.dataframe(
                     pd.DataFrame(
@@ -425,7 +459,7 @@ def config_value_widget(key: str, current: Any, widget_key: str) -> Any:
     spec = field_spec(key)
     tp, choices = spec["type"], spec["choices"]
     lo, hi = spec["range"] or (None, None)
-    label = f"New value for `{key}` (now {current!r})"
+    label = t("New value for `{key}` (now {current})", key=key, current=repr(current))
     if choices:
         opts = list(choices)
         return st.selectbox(label, opts, index=opts.index(current), key=widget_key)
@@ -471,25 +505,38 @@ def decision(result: Any) -> None:
     verdict = t("Accepted — new baseline") if d.accepted else t("Rolled back")
     # text and colour, not emoji alone (emoji render as boxes without an emoji font)
     (st.success if d.accepted else st.error)(
-        f"Experiment {result.number} · {result.title}: **{verdict}**"
+        t(
+            "Experiment {n} · {title}: **{verdict}**",
+            n=result.number,
+            title=result.title,
+            verdict=verdict,
+        )
         + ("" if d.accepted else " — " + "; ".join(d.reasons))
     )
-    st.caption(f"Rule: **{d.rule.name}** (primary {d.rule.primary}, α = {d.rule.alpha:g})")
+    st.caption(
+        t(
+            "Rule: **{name}** (primary {primary}, α = {alpha})",
+            name=d.rule.name,
+            primary=d.rule.primary,
+            alpha=f"{d.rule.alpha:g}",
+        )
+    )
+    result_col = t("result")  # the styled column, named in the current language
     st.dataframe(
         pd.DataFrame(
             [
                 {
-                    "criterion": c.name,
-                    "measured": c.shown,
-                    "needs": c.threshold,
-                    "result": "pass" if c.passed else "FAIL",
-                    "detail": c.detail,
+                    t("criterion"): c.name,
+                    t("measured"): c.shown,
+                    t("needs"): c.threshold,
+                    result_col: t("pass") if c.passed else t("FAIL"),
+                    t("detail"): c.detail,
                 }
                 for c in d.criteria
             ]
         ).style.map(
-            lambda v: "color: #1a7f37" if v == "pass" else "color: #cf222e; font-weight: 600",
-            subset=["result"],
+            lambda v: "color: #1a7f37" if v == t("pass") else "color: #cf222e; font-weight: 600",
+            subset=[result_col],
         ),
         hide_index=True,
         width="stretch",
@@ -498,11 +545,11 @@ def decision(result: Any) -> None:
     st.dataframe(
         pd.DataFrame(
             {
-                "measure": measures,
-                "baseline (tune)": [result.base_tune.get(m, 0.0) for m in measures],
-                "candidate (tune)": [result.cand_tune.get(m, 0.0) for m in measures],
-                "baseline (holdout)": [result.base_holdout.get(m, 0.0) for m in measures],
-                "candidate (holdout)": [result.cand_holdout.get(m, 0.0) for m in measures],
+                t("measure"): measures,
+                t("baseline (tune)"): [result.base_tune.get(m, 0.0) for m in measures],
+                t("candidate (tune)"): [result.cand_tune.get(m, 0.0) for m in measures],
+                t("baseline (holdout)"): [result.base_holdout.get(m, 0.0) for m in measures],
+                t("candidate (holdout)"): [result.cand_holdout.get(m, 0.0) for m in measures],
             }
         ).style.format(precision=3),
         hide_index=True,
@@ -557,23 +604,29 @@ def chat_turn(i: int, turn: Mapping[str, Any], kb: Any, show_notice: bool = True
             st.warning(safe_markdown(ans.answer))
         else:
             st.markdown(link_citations(safe_markdown(ans.answer), ans.citations))
-        kind = ":violet-badge[LLM]" if ans.mode == "llm" else ":gray-badge[extractive]"
+        kind = ":violet-badge[LLM]" if ans.mode == "llm" else t(":gray-badge[extractive]")
         st.markdown(
-            f"{kind} :small[config {turn.get('config', '')} · {ans.took_ms:.0f} ms · "
-            f"{ans.rounds} retrieval round(s)]"
+            kind
+            + " "
+            + t(
+                ":small[config {config} · {ms} ms · {rounds} retrieval round(s)]",
+                config=turn.get("config", ""),
+                ms=f"{ans.took_ms:.0f}",
+                rounds=ans.rounds,
+            )
         )
         if ans.notice and show_notice:
             st.info(ans.notice)
         for c in ans.citations:
             node = kb.nodes.get(c["node_id"])
             with st.expander(f"[{c['n']}] {breadcrumb(c['breadcrumb'])}"):
-                st.caption(f"`{c['file_path']}` line {c['line']}")
+                st.caption(t("`{path}` line {line}", path=c["file_path"], line=c["line"]))
                 # chapter text is untrusted too: no remote images or off-wiki links
                 st.markdown(
-                    safe_markdown(node.content) if node else "_(chapter no longer in the KB)_"
+                    safe_markdown(node.content) if node else t("_(chapter no longer in the KB)_")
                 )
                 open_chapter_button(c["node_id"], key=f"chat_open_{i}_{c['n']}")
-        with st.expander(f"Retrieved chapters ({len(ans.retrieved)}) and trace"):
+        with st.expander(t("Retrieved chapters ({n}) and trace", n=len(ans.retrieved))):
             st.dataframe(
                 pd.DataFrame(
                     [
@@ -597,7 +650,7 @@ def chat_turn(i: int, turn: Mapping[str, Any], kb: Any, show_notice: bool = True
                 width="stretch",
             )
         return st.button(
-            "Bad answer → golden-set entry",
+            t("Bad answer → golden-set entry"),
             icon=":material/thumb_down:",
             key=f"chat_bad_{i}",
             help=t("drafts an entry with the cited chapters pre-filled; review and save it"),

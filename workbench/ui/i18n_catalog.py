@@ -10,7 +10,8 @@ from workbench.ui.i18n import LOCALE_DIR
 
 
 def write_catalog(lang: str, entries: Mapping[str, str]) -> int:
-    """Merge ``entries`` (msgid -> translation) into the catalog; returns its size."""
+    """Merge ``entries`` (msgid -> translation) into the catalog, replacing the translation of
+    an msgid already there; returns its size."""
     from babel.messages.catalog import Catalog
     from babel.messages.pofile import read_po, write_po
 
@@ -21,7 +22,10 @@ def write_catalog(lang: str, entries: Mapping[str, str]) -> int:
     else:
         cat = Catalog(locale=lang, project="WikiRAG Workbench", charset="utf-8")
     for msgid, msgstr in entries.items():
-        cat.add(msgid, msgstr)
+        if (old := cat.get(msgid)) is not None:
+            old.string = msgstr  # Catalog.add keeps an existing entry's old translation
+        else:
+            cat.add(msgid, msgstr)
     buf = io.BytesIO()
     write_po(buf, cat, width=100, sort_output=True, omit_header=False)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -16,34 +16,42 @@ st.title(t("Chat"))
 if msg := state.flash():
     st.success(msg)
 
-with ui.guarded("Chat"):
+with ui.guarded(t("Chat")):
     ws = resources.workspace()
     label, cfg = ui.current_config(ws)
     kb = resources.kb(ws)
     llm = resources.llm_client(cfg)
     c = st.columns([2, 1, 1, 1])
-    c[0].caption(f"Answers under config **{label}** `{cfg.hash}` (change it in the sidebar).")
+    c[0].caption(
+        t(
+            "Answers under config **{label}** `{hash}` (change it in the sidebar).",
+            label=label,
+            hash=cfg.hash,
+        )
+    )
     mode = c[1].selectbox(
-        "Agent mode",
+        t("Agent mode"),
         ["loop", "tools"],
         key="chat_mode",
-        help="loop: retrieve → judge → rewrite; tools: the model calls search itself (LLM only)",
+        help=t("loop: retrieve → judge → rewrite; tools: the model calls search itself (LLM only)"),
     )
-    top_k = c[2].number_input("Chapters", 1, 20, 5, key="chat_top_k")
-    if c[3].button("New conversation", key="chat_clear"):
+    top_k = c[2].number_input(t("Chapters"), 1, 20, 5, key="chat_top_k")
+    if c[3].button(t("New conversation"), key="chat_clear"):
         state.clear_chat()
         st.rerun()
     if llm is None:
         st.info(
-            "No LLM configured — extractive answers: sentences from the top chapters, cited. "
-            "Set `OPENAI_BASE_URL` and `WIKIRAG_LLM_MODEL` (or `llm.base_url` / `llm.model`) "
-            "for generated answers."
+            t(
+                "No LLM configured — extractive answers: sentences from the top chapters, cited. "
+                "Set `OPENAI_BASE_URL` and `WIKIRAG_LLM_MODEL` (or `llm.base_url` / `llm.model`) "
+                "for generated answers."
+            )
         )
 
     history_panel(ws, llm, mode, int(top_k))
     turns = state.chat_turns()
     if not turns:
-        st.caption("Ask a question about the wiki below, e.g. “父子块检索有哪几种展开方式？”")
+        st.caption(t("Ask a question about the wiki below, e.g. “父子块检索有哪几种展开方式？”"))
     for i, turn in enumerate(turns):
         shown_before = i > 0 and turns[i - 1]["answer"].notice == turn["answer"].notice
         if ui.chat_turn(i, turn, kb, show_notice=not shown_before):
@@ -61,18 +69,18 @@ with ui.guarded("Chat"):
 
     draft = state.chat_draft()
     if draft is not None:
-        st.subheader("New golden-set entry from this answer")
+        st.subheader(t("New golden-set entry from this answer"))
         with st.form("chat_draft_form"):
             a, b = st.columns([3, 1])
-            query = a.text_input("Query", draft["query"], key="chat_draft_query")
-            item_id = b.text_input("Id", draft["id"], key="chat_draft_id")
+            query = a.text_input(t("Query"), draft["query"], key="chat_draft_query")
+            item_id = b.text_input(t("Id"), draft["id"], key="chat_draft_id")
             unanswerable = st.checkbox(
-                "Unanswerable (the KB does not cover it)",
+                t("Unanswerable (the KB does not cover it)"),
                 value=bool(draft.get("unanswerable")),
                 key="chat_draft_unanswerable",
             )
             relevant = st.multiselect(
-                "Relevant chapters (1–4)",
+                t("Relevant chapters (1–4)"),
                 list(kb.nodes),
                 default=[n for n in draft.get("relevant", []) if n in kb.nodes],
                 format_func=lambda nid: ui.breadcrumb(kb.nodes[nid].breadcrumb),
@@ -81,12 +89,16 @@ with ui.guarded("Chat"):
             )
             d1, d2 = st.columns(2)
             difficulty = d1.selectbox(
-                "Difficulty", list(golden.DIFFICULTIES), index=1, key="chat_draft_difficulty"
+                t("Difficulty"),
+                list(golden.DIFFICULTIES),
+                index=1,
+                key="chat_draft_difficulty",
+                format_func=t,  # easy / medium / hard: values stay English
             )
-            category = d2.text_input("Category", draft.get("category", ""), key="chat_draft_cat")
-            notes = st.text_input("Notes", draft.get("notes", ""), key="chat_draft_notes")
-            save = st.form_submit_button("Save into the golden set", type="primary")
-        if st.button("Discard draft", key="chat_draft_discard"):
+            category = d2.text_input(t("Category"), draft.get("category", ""), key="chat_draft_cat")
+            notes = st.text_input(t("Notes"), draft.get("notes", ""), key="chat_draft_notes")
+            save = st.form_submit_button(t("Save into the golden set"), type="primary")
+        if st.button(t("Discard draft"), key="chat_draft_discard"):
             state.set_chat_draft(None)
             st.rerun()
         if save:
@@ -115,15 +127,17 @@ with ui.guarded("Chat"):
                 try:
                     golden.save(updated)
                 except golden.ConflictError as exc:
-                    st.error(f"{exc}. Press Save again to retry against the current file.")
+                    st.error(
+                        t("{error}. Press Save again to retry against the current file.", error=exc)
+                    )
                     resources.clear_data()
                 else:
                     resources.clear_data()
                     state.set_chat_draft(None)
-                    state.flash(f"{item.id} saved to {ws.dataset}")
+                    state.flash(t("{id} saved to {path}", id=item.id, path=ws.dataset))
                     st.rerun()
 
-    question = st.chat_input("Ask the wiki…", key="chat_input")
+    question = st.chat_input(t("Ask the wiki…"), key="chat_input")
     if question:
         with st.chat_message("user"):
             st.markdown(question)
@@ -136,12 +150,12 @@ with ui.guarded("Chat"):
                 # Raw model deltas: defused before rendering, like the final answer.
                 live.markdown(safe_markdown("".join(streamed)) + " ▌")
 
-            with st.spinner("Searching the wiki…"):
+            with st.spinner(t("Searching the wiki…")):
                 result = answer(
                     question,
                     resources.engine(ws, cfg),
                     cfg,
-                    history=[t["answer"] for t in turns],
+                    history=[turn["answer"] for turn in turns],
                     llm=llm,
                     mode=mode,
                     top_k=int(top_k),

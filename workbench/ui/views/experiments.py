@@ -19,52 +19,64 @@ st.title(t("Experiments"))
 if msg := state.flash():
     st.success(msg)
 
-with ui.guarded("Experiments"):
+with ui.guarded(t("Experiments")):
     ws = resources.workspace()
     store = ExperimentStore(ws.experiments)
     gs = resources.golden_set(ws)
     if gs is None:
         ui.empty_state(
-            "Experiments are decided on the golden set: create one first.",
+            t("Experiments are decided on the golden set: create one first."),
             "views/golden_set.py",
-            "Create the golden set",
+            t("Create the golden set"),
         )
         st.stop()
     base = store.baseline_config()
     st.caption(
-        f"Baseline `{base.hash}` ({'accepted' if store.baseline.is_file() else 'built-in defaults'})"
-        " — experiments always start from it, whatever the sidebar shows."
+        t(
+            "Baseline `{hash}` ({origin}) — experiments always start from it, whatever the "
+            "sidebar shows.",
+            hash=base.hash,
+            origin=t("accepted") if store.baseline.is_file() else t("built-in defaults"),
+        )
     )
 
     def evaluator_for(c):
         return resources.evaluator(ws, c)
 
     own_rule = ws.experiments / rules.RULE_FILE
-    choices = ([f"{own_rule.name} (this KB)"] if own_rule.is_file() else []) + list(rules.PRESETS)
+    own_pick = f"{own_rule.name} (this KB)"  # the option value; its label is translated
+    choices = ([own_pick] if own_rule.is_file() else []) + list(rules.PRESETS)
     rule_pick = st.selectbox(
-        "Acceptance rule",
+        t("Acceptance rule"),
         choices,
         key="exp_rule",
-        help="statistical scales with the set (tests, not counts); strict keeps absolute "
-        "thresholds for sets under ~50 queries. Edit experiments/<kb>/rule.yaml to change it.",
+        format_func=lambda c: t("{name} (this KB)", name=own_rule.name) if c == own_pick else c,
+        help=t(
+            "statistical scales with the set (tests, not counts); strict keeps absolute "
+            "thresholds for sets under ~50 queries. Edit experiments/<kb>/rule.yaml to change it."
+        ),
     )
     rule = rules.PRESETS.get(rule_pick) or rules.resolve(ws.experiments)
-    with st.expander(f"Effective rule: {rule.name}"):
+    with st.expander(t("Effective rule: {name}", name=rule.name)):
         st.code(rule.to_yaml(), language="yaml")
 
-    st.subheader("One change")
-    suggestions = {"(choose a knob yourself)": None}
+    st.subheader(t("One change"))
+    manual = "(choose a knob yourself)"  # the option value; its label is translated
+    suggestions = {manual: None}
     for s in CATALOG:
         for change in s.candidates:
             text = ", ".join(f"{k}={v}" for k, v in change.items())
             suggestions[f"{TIER_NAMES[s.tier]} · {s.name}: {text} (risk {s.risk})"] = (s, change)
     pick = st.selectbox(
-        "Suggestion from the strategy catalog", list(suggestions), key="exp_suggest"
+        t("Suggestion from the strategy catalog"),
+        list(suggestions),
+        key="exp_suggest",
+        format_func=lambda p: t("(choose a knob yourself)") if p == manual else p,
     )
     chosen = suggestions[pick]
     if chosen is None:
         keys = [k for k in all_keys() if not k.startswith("llm.")]
-        key = st.selectbox("Knob", keys, index=keys.index("fusion.k"), key="exp_key")
+        key = st.selectbox(t("Knob"), keys, index=keys.index("fusion.k"), key="exp_key")
         value = ui.config_value_widget(key, base.get(key), widget_key=f"exp_value_{key}")
         overrides = {key: value}
         tier, why = "manual", ""
@@ -74,14 +86,15 @@ with ui.guarded("Experiments"):
         st.info(why)
     changes = {k: (base.get(k), v) for k, v in overrides.items() if base.get(k) != v}
     st.markdown(
-        "Change: "
-        + (", ".join(f"`{k}`: {a!r} → **{b!r}**" for k, (a, b) in changes.items()) or "none yet")
+        t("Change:")
+        + " "
+        + (", ".join(f"`{k}`: {a!r} → **{b!r}**" for k, (a, b) in changes.items()) or t("none yet"))
     )
     c = st.columns([2, 2, 1])
-    title = c[0].text_input("Title (optional)", key="exp_title")
-    notes = c[1].text_input("Notes (optional)", key="exp_notes")
-    if c[2].button("Run experiment", key="exp_run", type="primary", disabled=not changes):
-        with st.status("Evaluating baseline and candidate on tune and holdout…") as status:
+    title = c[0].text_input(t("Title (optional)"), key="exp_title")
+    notes = c[1].text_input(t("Notes (optional)"), key="exp_notes")
+    if c[2].button(t("Run experiment"), key="exp_run", type="primary", disabled=not changes):
+        with st.status(t("Evaluating baseline and candidate on tune and holdout…")) as status:
             result = run_experiment(
                 ws,
                 evaluator_for,
@@ -92,7 +105,7 @@ with ui.guarded("Experiments"):
                 notify=st.warning,
                 rule=rule,
             )
-            status.update(label="Experiment done", state="complete")
+            status.update(label=t("Experiment done"), state="complete")
         resources.clear_data()
         state.set_experiment_result(result)
     result = state.experiment_result()
@@ -101,18 +114,20 @@ with ui.guarded("Experiments"):
 
     left, right = st.columns(2)
     with left:
-        st.subheader("Trajectory")
+        st.subheader(t("Trajectory"))
         ui.trajectory_chart(trajectory(store))
     with right:
-        st.subheader("Restore an accepted version")
+        st.subheader(t("Restore an accepted version"))
         versions = store.accepted_versions()
         if not versions:
-            st.caption("No accepted versions yet: version 0 is written with the first experiment.")
+            st.caption(
+                t("No accepted versions yet: version 0 is written with the first experiment.")
+            )
         else:
             v = st.selectbox(
-                "Version", [x["version"] for x in reversed(versions)], key="exp_restore_v"
+                t("Version"), [x["version"] for x in reversed(versions)], key="exp_restore_v"
             )
-            if st.button(f"Restore version {v} as the baseline", key="exp_restore"):
+            if st.button(t("Restore version {v} as the baseline", v=v), key="exp_restore"):
                 said: list[str] = []  # a recovery notice must survive the rerun below
                 cfg = store.restore(int(v), notify=said.append)
                 resources.clear_data()
@@ -120,25 +135,31 @@ with ui.guarded("Experiments"):
                     " ".join(
                         [
                             *(f"⚠️ {m}." for m in said),
-                            f"Baseline restored to version {v} (config {cfg.hash})",
+                            t(
+                                "Baseline restored to version {v} (config {hash})",
+                                v=v,
+                                hash=cfg.hash,
+                            ),
                         ]
                     )
                 )
                 st.rerun()
 
-    st.subheader("Optimize (search)")
+    st.subheader(t("Optimize (search)"))
     st.caption(
-        "A seeded Optuna TPE search over fusion, BM25, expansion, pool size and mode; each "
-        "trial is scored by k-fold cross-validation on the tune split, and the pick (the "
-        "fewest changes within one standard error of the best) is submitted as one experiment."
+        t(
+            "A seeded Optuna TPE search over fusion, BM25, expansion, pool size and mode; each "
+            "trial is scored by k-fold cross-validation on the tune split, and the pick (the "
+            "fewest changes within one standard error of the best) is submitted as one experiment."
+        )
     )
     a, b, c, d, e = st.columns([1, 1, 1, 1, 1])
-    n_trials = a.number_input("Trials", 1, 2000, optimizer.DEFAULT_TRIALS, key="opt_trials")
-    timeout = b.number_input("Time limit (s, 0 = none)", 0, 3600, 0, key="opt_timeout")
-    seed = c.number_input("Seed", 0, 2**31 - 1, 0, key="opt_seed")
-    folds = d.number_input("Folds", 2, 20, optimizer.K_FOLDS, key="opt_folds")
-    if e.button("Search", key="opt_search", type="primary"):
-        progress, bar = ui.progress_callback("Searching")
+    n_trials = a.number_input(t("Trials"), 1, 2000, optimizer.DEFAULT_TRIALS, key="opt_trials")
+    timeout = b.number_input(t("Time limit (s, 0 = none)"), 0, 3600, 0, key="opt_timeout")
+    seed = c.number_input(t("Seed"), 0, 2**31 - 1, 0, key="opt_seed")
+    folds = d.number_input(t("Folds"), 2, 20, optimizer.K_FOLDS, key="opt_folds")
+    if e.button(t("Search"), key="opt_search", type="primary"):
+        progress, bar = ui.progress_callback(t("Searching"))
         outcome = optimizer.optimize(
             ws,
             evaluator_for,
@@ -159,36 +180,55 @@ with ui.guarded("Experiments"):
         study = studies[-1]
         cv = study.summary()["cv"]
         st.success(
-            f"Study {study.study_id}: {len(study.trials)} trials, {study.k_folds}-fold CV "
-            f"{study.measure} baseline {cv['baseline']:.4f} → picked trial {study.pick} "
-            f"{cv['pick']:.4f} (best trial {study.best} {cv['best']:.4f})"
-            + (f"; experiment {study.experiment}" if study.experiment else "; nothing submitted")
+            t(
+                "Study {id}: {n} trials, {k}-fold CV {measure} baseline {base} → picked trial "
+                "{pick} {pick_cv} (best trial {best} {best_cv})",
+                id=study.study_id,
+                n=len(study.trials),
+                k=study.k_folds,
+                measure=study.measure,
+                base=f"{cv['baseline']:.4f}",
+                pick=study.pick,
+                pick_cv=f"{cv['pick']:.4f}",
+                best=study.best,
+                best_cv=f"{cv['best']:.4f}",
+            )
+            + (
+                t("; experiment {n}", n=study.experiment)
+                if study.experiment
+                else t("; nothing submitted")
+            )
         )
         figs = optimizer.study_figures(study)
         cols = st.columns(len(figs) or 1)
         for col, fig in zip(cols, figs.values(), strict=False):
             col.plotly_chart(fig, width="stretch")
-        with st.expander("Trials"):
+        with st.expander(t("Trials")):
             st.dataframe(
                 pd.DataFrame(
                     [
-                        {"#": t.number, "cv": t.value, "changes": t.changes, **t.params}
-                        for t in study.trials
+                        {"#": tr.number, "cv": tr.value, t("changes"): tr.changes, **tr.params}
+                        for tr in study.trials
                     ]
                 ),
                 hide_index=True,
                 width="stretch",
             )
 
-    st.subheader("Walk the catalog")
-    st.caption("The strategy catalog's fixed single changes, one experiment each.")
+    st.subheader(t("Walk the catalog"))
+    st.caption(t("The strategy catalog's fixed single changes, one experiment each."))
     a, b, c = st.columns([1, 2, 1])
-    budget = a.number_input("Budget (experiments)", 1, 50, 5, key="opt_budget")
+    budget = a.number_input(t("Budget (experiments)"), 1, 50, 5, key="opt_budget")
     tiers = b.multiselect(
-        "Tiers", list(TIER_NAMES), default=[1, 2], format_func=TIER_NAMES.get, key="opt_tiers"
+        t("Tiers"),
+        list(TIER_NAMES),
+        default=[1, 2],
+        format_func=lambda k: t(
+            TIER_NAMES[k]
+        ),  # the catalog's names have entries too key="opt_tiers"
     )
-    if c.button("Start", key="opt_run", disabled=not tiers):
-        progress, bar = ui.progress_callback("Optimizing")
+    if c.button(t("Start"), key="opt_run", disabled=not tiers):
+        progress, bar = ui.progress_callback(t("Optimizing"))
         with store.writing("optimize (UI)", st.warning):  # one writer per KB for the whole run
             results = optimize(
                 ws, evaluator_for, budget=int(budget), tiers=set(tiers), progress=progress
@@ -199,16 +239,16 @@ with ui.guarded("Experiments"):
     results = state.optimize_results()
     if results is not None:
         accepted = sum(r.decision.accepted for r in results)
-        st.success(f"{len(results)} experiments, {accepted} accepted")
+        st.success(t("{n} experiments, {accepted} accepted", n=len(results), accepted=accepted))
         st.dataframe(
             pd.DataFrame(
                 [
                     {
                         "#": r.number,
-                        "change": r.title,
-                        "decision": "accepted" if r.decision.accepted else "rolled back",
+                        t("change"): r.title,
+                        t("decision"): t("accepted") if r.decision.accepted else t("rolled back"),
                         "recall@5": f"{r.base_tune.get('recall@5', 0):.3f} → {r.cand_tune.get('recall@5', 0):.3f}",
-                        "why not": "; ".join(r.decision.reasons),
+                        t("why not"): "; ".join(r.decision.reasons),
                     }
                     for r in results
                 ]
@@ -217,10 +257,10 @@ with ui.guarded("Experiments"):
             width="stretch",
         )
 
-    st.subheader("Optimization log")
+    st.subheader(t("Optimization log"))
     if store.log_md.is_file():
         log = store.log_md.read_text(encoding="utf-8")
         with st.container(border=True, height=420):
             st.markdown(log.replace("# Optimization log\n", "", 1))  # the section has a title
     else:
-        st.caption(f"No log yet at `{store.log_md}`.")
+        st.caption(t("No log yet at `{path}`.", path=store.log_md))

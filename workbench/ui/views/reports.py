@@ -12,12 +12,12 @@ from workbench.ui.i18n import t
 
 st.title(t("Reports"))
 
-with ui.guarded("Reports"):
+with ui.guarded(t("Reports")):
     ws = resources.workspace()
     runs = resources.run_paths(ws)
     if not runs:
         ui.empty_state(
-            "No evaluation runs to report on yet.", "views/evaluate.py", "Run an evaluation"
+            t("No evaluation runs to report on yet."), "views/evaluate.py", t("Run an evaluation")
         )
         st.stop()
     report_mod = ui.core("workbench.report", "wikirag report")
@@ -25,18 +25,20 @@ with ui.guarded("Reports"):
         st.stop()
     names = [p.stem for p in runs]
     c = st.columns([2, 1, 1])
-    pick = c[0].selectbox("Run", names, key="rep_run")
+    pick = c[0].selectbox(t("Run"), names, key="rep_run")
     record = resources.run_record(runs[names.index(pick)])
-    mode = c[1].selectbox("Mode", record["modes"], key="rep_mode")
-    view = c[2].radio("Preview", ["Markdown", "HTML"], horizontal=True, key="rep_view")
+    mode = c[1].selectbox(t("Mode"), record["modes"], key="rep_mode")
+    view = c[2].radio(t("Preview"), ["Markdown", "HTML"], horizontal=True, key="rep_view")
     card = state.scorecard()
     if card is not None and card.config_hash != record["config_hash"]:
         card = None  # a scorecard of another config does not belong in this report
     report = report_mod.build_report(ws, record, scorecard=card, mode=mode)
     if card is None:
         st.caption(
-            "The scorecard section is empty: compute the scorecard for this run's config "
-            "on the Scorecard page to include it."
+            t(
+                "The scorecard section is empty: compute the scorecard for this run's config "
+                "on the Scorecard page to include it."
+            )
         )
 
     html = report_mod.render_html(report)
@@ -55,7 +57,7 @@ with ui.guarded("Reports"):
     cols = st.columns(len(files))
     for col, (label, data, name, mime) in zip(cols, files, strict=True):
         col.download_button(
-            label,
+            t(label),  # HTML / Markdown / CSV / JSON / TREC run / TREC qrels (entries below)
             data.encode("utf-8"),
             file_name=name,
             mime=mime,
