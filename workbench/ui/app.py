@@ -37,6 +37,6 @@ except Exception as exc:  # e.g. the KB folder does not exist
     st.error(str(exc))
     st.caption(t("Start it with `wikirag ui --kb DIR` pointing at a folder of Markdown files."))
     st.stop()
-with components.guarded("the sidebar"):
+with components.guarded(t("the sidebar")):
     components.sidebar(ws)
 page.run()

@@ -36,7 +36,7 @@ def band(value: float) -> tuple[str, str]:
 
 def band_badge(value: float) -> str:
     label, color = band(value)
-    return f":{color}-badge[{label}]"
+    return f":{color}-badge[{t(label)}]"  # excellent / good / acceptable / poor
 
 
 @contextmanager

@@ -45,18 +45,21 @@ def history_panel(ws: Any, llm: Any, mode: str, top_k: int) -> None:
     store = ChatStore(ws.experiments)
     convs = store.list()
     counts = store.turn_counts()
-    with st.expander(f"Conversations ({len(convs)})", expanded=False):
+    with st.expander(t("Conversations ({n})", n=len(convs)), expanded=False):
         if not convs:
             st.caption(t("Nothing kept yet: every answered question is kept here, per KB."))
             return
         ids = [c.id for c in convs]
         by_id = {c.id: c for c in convs}
         pick = st.selectbox(
-            "Conversation",
+            t("Conversation"),
             ids,
             key=state.CHAT_HISTORY_PICK,
-            format_func=lambda i: (
-                f"{by_id[i].updated[:16]} · {counts.get(i, 0)} turns · {by_id[i].title}"
+            format_func=lambda i: t(
+                "{updated} · {n} turns · {title}",
+                updated=by_id[i].updated[:16],
+                n=counts.get(i, 0),
+                title=by_id[i].title,
             ),
         )
         conv = store.load(pick)
@@ -83,17 +86,17 @@ def history_panel(ws: Any, llm: Any, mode: str, top_k: int) -> None:
             if state.chat_conversation() == conv.id:
                 state.set_chat_conversation(None)
             st.rerun()
-        st.markdown("**Replay under another config**, answers side by side")
+        st.markdown(t("**Replay under another config**, answers side by side"))
         options = resources.config_options(ws)
         r = st.columns([3, 1])
-        name = r[0].selectbox("Config", list(options), key=state.CHAT_REPLAY_CONFIG)
-        if r[1].button("Replay", key="chat_replay_run", disabled=not conv.turns):
+        name = r[0].selectbox(t("Config"), list(options), key=state.CHAT_REPLAY_CONFIG)
+        if r[1].button(t("Replay"), key="chat_replay_run", disabled=not conv.turns):
             from engine.config import EngineConfig
             from workbench.chat import answer
 
             cfg = EngineConfig.from_yaml(options[name])
             engine = resources.engine(ws, cfg)
-            with st.spinner(f"Asking {len(conv.turns)} questions again…"):
+            with st.spinner(t("Asking {n} questions again…", n=len(conv.turns))):
                 new = replay(
                     conv,
                     lambda q, history: answer(
@@ -105,8 +108,12 @@ def history_panel(ws: Any, llm: Any, mode: str, top_k: int) -> None:
         if done and done[0] == conv.id:
             _, name, rows = done
             st.caption(
-                f"stored answers vs **{name}** · "
-                f"{sum(1 for x in rows if x.same_answer)} of {len(rows)} answers unchanged"
+                t(
+                    "stored answers vs **{name}** · {same} of {n} answers unchanged",
+                    name=name,
+                    same=sum(1 for x in rows if x.same_answer),
+                    n=len(rows),
+                )
             )
             st.dataframe(
                 pd.DataFrame(

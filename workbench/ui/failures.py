@@ -29,13 +29,13 @@ def failure_analysis(record: Mapping[str, Any], mode: str, kb: Any) -> None:
         st.success(t("No misses at K=5: every relevant chapter is in the top 5."))
     f = st.columns([2, 1, 1])
     cause = f[0].selectbox(
-        "Cause",
+        t("Cause"),
         [ALL, *counts],
         key=state.EVAL_FAIL_CAUSE,
         format_func=lambda c: (
-            f"all causes ({sum(counts.values())})"
+            t("all causes ({n})", n=sum(counts.values()))
             if c == ALL
-            else f"{CAUSES.get(c, c)} ({counts.get(c, 0)})"
+            else f"{t(CAUSES.get(c, c))} ({counts.get(c, 0)})"
         ),
     )
     slice_by = f[1].selectbox(t("Slice"), [ALL, *A.SLICES], key=state.EVAL_FAIL_SLICE)
@@ -43,7 +43,7 @@ def failure_analysis(record: Mapping[str, Any], mode: str, kb: Any) -> None:
         sorted({str(q.get(slice_by, "")) for q in record["queries"]}) if slice_by != ALL else []
     )
     slice_value = f[2].selectbox(
-        "Value", values or [ALL], key=state.EVAL_FAIL_VALUE, disabled=slice_by == ALL
+        t("Value"), values or [ALL], key=state.EVAL_FAIL_VALUE, disabled=slice_by == ALL
     )
     rows = A.failures(
         record,
@@ -54,8 +54,12 @@ def failure_analysis(record: Mapping[str, Any], mode: str, kb: Any) -> None:
     )
     queries = [q for q in record["queries"] if q["mode"] == mode]
     st.caption(
-        f"{len(rows)} of {len(queries)} queries miss a relevant chapter at K=5 · worst first · "
-        "click a row to open it"
+        t(
+            "{n} of {total} queries miss a relevant chapter at K=5 · worst first · "
+            "click a row to open it",
+            n=len(rows),
+            total=len(queries),
+        )
     )
     picked_id: str | None = None
     if rows:
@@ -91,13 +95,13 @@ def failure_analysis(record: Mapping[str, Any], mode: str, kb: Any) -> None:
         st.session_state[state.EVAL_DRILL] = ids[0]
     by_id = {str(q["id"]): q for q in queries}
     qid = st.selectbox(
-        "Query",
+        t("Query"),
         ids,
         key=state.EVAL_DRILL,
         format_func=lambda i: f"{i} · {by_id[i]['query']}" if i in by_id else i,
     )
     query_story(A.story(record, mode, qid), kb)
-    with st.expander(f"All {len(queries)} queries"):
+    with st.expander(t("All {n} queries", n=len(queries))):
         st.dataframe(
             pd.DataFrame(
                 [
@@ -121,12 +125,16 @@ def failure_analysis(record: Mapping[str, Any], mode: str, kb: Any) -> None:
 
 def _title(kb: Any, node_id: str) -> str:
     node = kb.nodes.get(node_id) if kb is not None else None
-    return ui.breadcrumb(node.breadcrumb) if node is not None else f"{node_id} (not in the KB)"
+    return (
+        ui.breadcrumb(node.breadcrumb)
+        if node is not None
+        else t("{id} (not in the KB)", id=node_id)
+    )
 
 
 def query_story(s: A.QueryStory, kb: Any) -> None:
     if s.error:
-        st.error(f"This query failed: {s.error}")
+        st.error(t("This query failed: {error}", error=s.error))
     st.markdown(
         f"**{s.id}** · {s.query}  \n"
         + " · ".join(f"{k} {v}" for k, v in s.meta.items() if v)
@@ -134,7 +142,7 @@ def query_story(s: A.QueryStory, kb: Any) -> None:
     )
     left, right = st.columns([3, 2])
     with left:
-        st.markdown("**Ranked list** (gold rows green; stage ranks are 1-based)")
+        st.markdown(t("**Ranked list** (gold rows green; stage ranks are 1-based)"))
         frame = pd.DataFrame(
             [
                 {
@@ -162,14 +170,14 @@ def query_story(s: A.QueryStory, kb: Any) -> None:
             column_config={"gold": None},
         )
     with right:
-        st.markdown("**Gold chapters**")
+        st.markdown(t("**Gold chapters**"))
         for g in s.gold:
             with st.container(border=True):
-                where = f"rank {g.final}" if g.final else "not in the list"
+                where = t("rank {n}", n=g.final) if g.final else t("not in the list")
                 verdict = (
-                    f":red[lost: {CAUSES.get(g.cause, g.cause)}]"
+                    t(":red[lost: {cause}]", cause=t(CAUSES.get(g.cause, g.cause)))
                     if g.cause
-                    else ":green[found in the top 5]"
+                    else t(":green[found in the top 5]")
                 )
                 st.markdown(f"**{_title(kb, g.node_id)}**  \n{where} · {verdict}")
                 cells = {
@@ -191,9 +199,9 @@ def query_story(s: A.QueryStory, kb: Any) -> None:
                     hide_index=True,
                 )
                 if g.vector is None and g.vector_any:
-                    st.caption(f"vector rank {g.vector_any} is past the candidate pool")
+                    st.caption(t("vector rank {n} is past the candidate pool", n=g.vector_any))
                 if g.bm25 is None and g.bm25_any:
-                    st.caption(f"BM25 rank {g.bm25_any} is past the candidate pool")
+                    st.caption(t("BM25 rank {n} is past the candidate pool", n=g.bm25_any))
                 node = kb.nodes.get(g.node_id) if kb is not None else None
                 if node is not None:
                     with st.expander(t("Chapter text")):

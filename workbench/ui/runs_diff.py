@@ -21,14 +21,14 @@ def runs_diff(ws: Any) -> None:
     paths = resources.run_paths(ws)
     if len(paths) < 2:
         ui.empty_state(
-            "Per-query comparison needs at least two saved runs: evaluate two configs first.",
+            t("Per-query comparison needs at least two saved runs: evaluate two configs first."),
             "views/evaluate.py",
-            "Evaluate",
+            t("Evaluate"),
         )
         return
     names = [p.stem for p in paths]
     picked = st.multiselect(
-        "Runs (the first is the reference; 2-4)",
+        t("Runs (the first is the reference; 2-4)"),
         names,
         default=names[:2][::-1],
         max_selections=4,
@@ -48,10 +48,12 @@ def runs_diff(ws: Any) -> None:
     everything = A.run_matrix(records, mode, measure)
     counts = A.outcome_counts(everything)
     outcome = c[2].selectbox(
-        "Show",
+        t("Show"),
         ["all", *A.OUTCOMES],
         key=state.RUNS_DIFF_OUTCOME,
-        format_func=lambda o: f"all ({len(everything)})" if o == "all" else f"{o} ({counts[o]})",
+        format_func=lambda o: (
+            t("all ({n})", n=len(everything)) if o == "all" else f"{t(o)} ({counts[o]})"
+        ),  # won / lost / changed / tied: values stay English, labels translated
     )
     if any(
         r.get("dataset", {}).get("hash") != records[0].get("dataset", {}).get("hash")
@@ -62,8 +64,8 @@ def runs_diff(ws: Any) -> None:
     labels = [f"{i + 1}" for i in range(len(records))]
     st.caption(
         " · ".join(f"**{i + 1}.** {A.run_label(r)}" for i, r in enumerate(records))
-        + f" — outcome of run {len(records)} vs run 1 on {measure}: "
-        + ", ".join(f"{n} {k}" for k, n in counts.items())
+        + t(" — outcome of run {n} vs run 1 on {measure}: ", n=len(records), measure=measure)
+        + ", ".join(f"{n} {t(k)}" for k, n in counts.items())
     )
     if not rows:
         st.info(t("No query with that outcome."))
@@ -92,15 +94,16 @@ def runs_diff(ws: Any) -> None:
         st.session_state[state.RUNS_DIFF_QUERY] = ids[0]
     by_id = {r.id: r for r in rows}
     qid = st.selectbox(
-        "Query",
+        t("Query"),
         ids,
         key=state.RUNS_DIFF_QUERY,
-        format_func=lambda i: f"{i} · {by_id[i].query} ({by_id[i].outcome})",
+        format_func=lambda i: f"{i} · {by_id[i].query} ({t(by_id[i].outcome)})",
     )
     gold, lists = A.side_by_side(records, mode, qid)
     kb = resources.kb(ws)
     st.markdown(
-        "**Gold:** "
+        t("**Gold:**")
+        + " "
         + "; ".join(ui.breadcrumb(kb.nodes[g].breadcrumb) if g in kb.nodes else g for g in gold)
     )
     cols = st.columns(len(lists))

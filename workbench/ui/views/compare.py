@@ -13,13 +13,13 @@ from workbench.ui.runs_diff import runs_diff
 
 st.title(t("Compare & sweep"))
 
-with ui.guarded("Compare & sweep"):
+with ui.guarded(t("Compare & sweep")):
     ws = resources.workspace()
     label, cfg = ui.current_config(ws)
     gs = resources.golden_set(ws)
     if gs is None:
         ui.empty_state(
-            "Comparisons need a golden set.", "views/golden_set.py", "Create the golden set"
+            t("Comparisons need a golden set."), "views/golden_set.py", t("Create the golden set")
         )
         st.stop()
     compare = ui.core("workbench.compare", "wikirag compare")
@@ -27,23 +27,25 @@ with ui.guarded("Compare & sweep"):
     bases = ui.config_specs(ws)
 
     compare_tab, runs_tab, sweep_tab = st.tabs(
-        ["Compare configs", "Runs per query", "Sweep parameters"]
+        [t("Compare configs"), t("Runs per query"), t("Sweep parameters")]
     )
     with runs_tab:
         runs_diff(ws)
     with compare_tab:
         st.caption(
-            "The first config is the reference: deltas, 95% bootstrap CIs, randomization-test "
-            "p-values and per-query wins/losses are “other − first”. Edit a config on the fly "
-            "with overrides such as `fusion.k=30, fusion.bm25_weight=2`."
+            t(
+                "The first config is the reference: deltas, 95% bootstrap CIs, randomization-test "
+                "p-values and per-query wins/losses are “other − first”. Edit a config on the fly "
+                "with overrides such as `fusion.k=30, fusion.bm25_weight=2`."
+            )
         )
         n = st.radio(t("Configs"), [2, 3, 4], horizontal=True, key="cmp_n")
         specs = []
         for i in range(int(n)):
             a, b = st.columns([1, 3])
-            base = a.selectbox(f"Config {i + 1}", bases, key=f"cmp_base_{i}")
+            base = a.selectbox(t("Config {n}", n=i + 1), bases, key=f"cmp_base_{i}")
             edits = b.text_input(
-                f"Overrides {i + 1}",
+                t("Overrides {n}", n=i + 1),
                 key=f"cmp_edit_{i}",
                 placeholder=t("key=value, key=value (optional)"),
                 help=t("Known keys: ") + ", ".join(all_keys()),
@@ -53,7 +55,7 @@ with ui.guarded("Compare & sweep"):
         split = c[0].selectbox(t("Split"), ["all", "tune", "holdout"], key="cmp_split")
         if c[1].button(t("Compare"), key="cmp_run", type="primary", disabled=compare is None):
             configs = [compare.parse_config_spec(s, ws) for s in specs]
-            progress, bar = ui.progress_callback("Evaluating")
+            progress, bar = ui.progress_callback(t("Evaluating"))
             result = compare.compare_configs(
                 ws,
                 configs,
@@ -70,14 +72,23 @@ with ui.guarded("Compare & sweep"):
 
     with sweep_tab:
         st.caption(
-            f"Sweeps start from the sidebar config (**{label}** `{cfg.hash}`); decisions read "
-            "the tune split, the holdout columns show whether a gain generalises."
+            t(
+                "Sweeps start from the sidebar config (**{label}** `{hash}`); decisions read "
+                "the tune split, the holdout columns show whether a gain generalises.",
+                label=label,
+                hash=cfg.hash,
+            )
         )
         numeric = [k for k in all_keys() if not k.startswith(("llm.", "embedding."))]
         a, b = st.columns(2)
         k1 = a.selectbox(t("Parameter 1"), numeric, index=numeric.index("fusion.k"), key="sw_k1")
         v1 = a.text_input(t("Values 1"), "10, 30, 60", key="sw_v1")
-        k2 = b.selectbox(t("Parameter 2 (optional)"), ["(none)", *numeric], key="sw_k2")
+        k2 = b.selectbox(
+            t("Parameter 2 (optional)"),
+            ["(none)", *numeric],
+            key="sw_k2",
+            format_func=lambda k: t("(none)") if k == "(none)" else k,
+        )
         v2 = b.text_input(t("Values 2"), "", key="sw_v2", placeholder=t("e.g. 0.5, 1, 2"))
         c = st.columns(3)
         split = c[0].selectbox(t("Decide on"), ["tune", "all"], key="sw_split")
@@ -86,7 +97,7 @@ with ui.guarded("Compare & sweep"):
             grid = dict([sweep_mod.parse_grid_arg(f"{k1}={v1}")])
             if k2 != "(none)" and v2.strip():
                 grid.update([sweep_mod.parse_grid_arg(f"{k2}={v2}")])
-            progress, bar = ui.progress_callback("Sweeping")
+            progress, bar = ui.progress_callback(t("Sweeping"))
             res = sweep_mod.sweep(
                 ws,
                 cfg,
@@ -102,24 +113,31 @@ with ui.guarded("Compare & sweep"):
         if res is not None and sweep_mod is not None:
             best = res.best
             st.success(
-                "Best on "
-                + res.split
-                + ": "
-                + ", ".join(f"`{k}={v}`" for k, v in best.values.items())
-                + f" — {measure} {best.tune.get(measure, 0):.3f}, holdout MRR "
-                f"{best.holdout.get('mrr', 0):.3f}, p95 {best.latency_p95:.1f} ms"
+                t(
+                    "Best on {split}: {values} — {measure} {score}, holdout MRR {mrr}, "
+                    "p95 {p95} ms",
+                    split=res.split,
+                    values=", ".join(f"`{k}={v}`" for k, v in best.values.items()),
+                    measure=measure,
+                    score=f"{best.tune.get(measure, 0):.3f}",
+                    mrr=f"{best.holdout.get('mrr', 0):.3f}",
+                    p95=f"{best.latency_p95:.1f}",
+                )
             )
             if warning := res.holdout_warning(measure):
                 st.warning(warning.capitalize())
             if res.latency_within_noise():
                 st.caption(
-                    f"Latency: every point is within the noise floor "
-                    f"({res.latency_noise_ms():.1f} ms); read no latency difference into it."
+                    t(
+                        "Latency: every point is within the noise floor ({ms} ms); read no "
+                        "latency difference into it.",
+                        ms=f"{res.latency_noise_ms():.1f}",
+                    )
                 )
             rows = pd.DataFrame(res.rows())
             marks = [
-                ("current" if i == res.current_index else "")
-                + (" · best" if i == res.best_index else "")
+                (t("current") if i == res.current_index else "")
+                + (" · " + t("best") if i == res.best_index else "")
                 for i in range(len(res.points))
             ]
             rows.insert(0, "", [m.strip(" ·") for m in marks])
@@ -138,7 +156,7 @@ with ui.guarded("Compare & sweep"):
             labels = [", ".join(f"{k}={v}" for k, v in p.values.items()) for p in res.points]
             a, b = st.columns([3, 1])
             point = a.selectbox(
-                "Run a point as an experiment (baseline vs that value, through the rule)",
+                t("Run a point as an experiment (baseline vs that value, through the rule)"),
                 range(len(labels)),
                 index=res.best_index,
                 format_func=lambda i: labels[i],
@@ -147,7 +165,9 @@ with ui.guarded("Compare & sweep"):
             if b.button(t("Run as experiment"), key="sw_experiment"):
                 from workbench.experiments import run_experiment
 
-                with st.status("Evaluating baseline and candidate on tune and holdout…") as status:
+                with st.status(
+                    t("Evaluating baseline and candidate on tune and holdout…")
+                ) as status:
                     result = run_experiment(
                         ws,
                         lambda c_: resources.evaluator(ws, c_),

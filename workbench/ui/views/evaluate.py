@@ -12,15 +12,15 @@ from workbench.ui.i18n import t
 
 st.title(t("Evaluate"))
 
-with ui.guarded("Evaluate"):
+with ui.guarded(t("Evaluate")):
     ws = resources.workspace()
     label, cfg = ui.current_config(ws)
     gs = resources.golden_set(ws)
     if gs is None:
         ui.empty_state(
-            f"No golden set at `{ws.dataset}`: write some queries first.",
+            t("No golden set at `{path}`: write some queries first.", path=ws.dataset),
             "views/golden_set.py",
-            "Open the golden set",
+            t("Open the golden set"),
         )
         st.stop()
 
@@ -31,14 +31,21 @@ with ui.guarded("Evaluate"):
         )
         split = c[1].selectbox(t("Split"), ["all", "tune", "holdout"], key="eval_split")
         rerank = c[2].checkbox(t("Rerank"), value=cfg.rerank.provider != "none", key="eval_rerank")
-        c[3].caption(f"config **{label}** `{cfg.hash}` · {len(gs.answerable())} answerable queries")
+        c[3].caption(
+            t(
+                "config **{label}** `{hash}` · {n} answerable queries",
+                label=label,
+                hash=cfg.hash,
+                n=len(gs.answerable()),
+            )
+        )
         go = st.form_submit_button(t("Run evaluation"), type="primary")
     if go:
         if not modes:
             st.warning(t("Pick at least one mode."))
         else:
             ev = resources.evaluator(ws, cfg)
-            progress, bar = ui.progress_callback("Evaluating")
+            progress, bar = ui.progress_callback(t("Evaluating"))
             run = ev.run(
                 gs, cfg, modes=modes, rerank=rerank, split=split, progress=progress, kb_name=ws.name
             )
@@ -47,8 +54,14 @@ with ui.guarded("Evaluate"):
             path = save_run(run, ws.runs_dir)
             state.show_run(path.stem)
             st.success(
-                f"{len(run.results)} rankings in {run.seconds:.1f}s "
-                f"(cache {run.cache_hits} hits / {run.cache_misses} misses) · saved {path.name}"
+                t(
+                    "{n} rankings in {s}s (cache {hits} hits / {misses} misses) · saved {name}",
+                    n=len(run.results),
+                    s=f"{run.seconds:.1f}",
+                    hits=run.cache_hits,
+                    misses=run.cache_misses,
+                    name=path.name,
+                )
             )
 
     runs = resources.run_paths(ws)
@@ -65,10 +78,21 @@ with ui.guarded("Evaluate"):
     summary = record["summary"][mode]
     means = summary["means"]
     st.caption(
-        f"run `{record['run_id']}` · config `{record['config_hash']}` · split {record['split']} · "
-        f"{summary['queries']} queries · p50 {summary['latency']['p50']:.1f} ms · "
-        f"p95 {summary['latency']['p95']:.1f} ms"
-        + (f" · :red[{record['errors']} queries failed]" if record.get("errors") else "")
+        t(
+            "run `{run}` · config `{hash}` · split {split} · {n} queries · p50 {p50} ms · "
+            "p95 {p95} ms",
+            run=record["run_id"],
+            hash=record["config_hash"],
+            split=record["split"],
+            n=summary["queries"],
+            p50=f"{summary['latency']['p50']:.1f}",
+            p95=f"{summary['latency']['p95']:.1f}",
+        )
+        + (
+            " · " + t(":red[{n} queries failed]", n=record["errors"])
+            if record.get("errors")
+            else ""
+        )
     )
     m = st.columns(3)
     m[0].metric(t("MRR"), f"{means.get('mrr', 0):.3f}")
@@ -84,9 +108,9 @@ with ui.guarded("Evaluate"):
     for col, (key, title) in zip(
         charts,
         (
-            ("by_difficulty", "By difficulty"),
-            ("by_category", "By category"),
-            ("by_language", "By language"),
+            ("by_difficulty", t("By difficulty")),
+            ("by_category", t("By category")),
+            ("by_language", t("By language")),
         ),
         strict=True,
     ):
@@ -94,5 +118,5 @@ with ui.guarded("Evaluate"):
             ui.bar_chart(summary[key], title=title)
     if len(record["modes"]) > 1:
         ui.bar_chart(
-            {md: record["summary"][md]["means"] for md in record["modes"]}, title="By mode"
+            {md: record["summary"][md]["means"] for md in record["modes"]}, title=t("By mode")
         )

@@ -19,7 +19,7 @@ st.title(t("Golden set"))
 if msg := state.flash():
     st.success(msg)
 
-with ui.guarded("Golden set"):
+with ui.guarded(t("Golden set")):
     ws = resources.workspace()
     label, cfg = ui.current_config(ws)
     kb = resources.kb(ws)
@@ -32,13 +32,20 @@ with ui.guarded("Golden set"):
         state.set_golden_draft(draft, dirty=False)
     if saved is None:
         st.info(
-            f"No golden set at `{ws.dataset}` yet. Add queries below (type in the last row of "
-            "the table, or use “New query”); saving creates the file."
+            t(
+                "No golden set at `{path}` yet. Add queries below (type in the last row of "
+                "the table, or use “New query”); saving creates the file.",
+                path=ws.dataset,
+            )
         )
 
     st.caption(
-        f"`{ws.dataset}` · {len(draft.items)} queries · one row per query; relevant chapter ids "
-        f"separated by `{ui.SEP.strip()}`"
+        t(
+            "`{path}` · {n} queries · one row per query; relevant chapter ids separated by `{sep}`",
+            path=ws.dataset,
+            n=len(draft.items),
+            sep=ui.SEP.strip(),
+        )
     )
     edited = st.data_editor(
         ui.golden_frame(draft),
@@ -68,7 +75,7 @@ with ui.guarded("Golden set"):
     for issue in errors:
         st.error(str(issue))
     if warnings:
-        with st.expander(f"{len(warnings)} coverage warnings"):
+        with st.expander(t("{n} coverage warnings", n=len(warnings))):
             for issue in warnings:
                 st.warning(str(issue))
     if not errors:
@@ -125,19 +132,23 @@ with ui.guarded("Golden set"):
         if st.session_state.get(state.GOLDEN_TARGET) not in ids:
             st.session_state.pop(state.GOLDEN_TARGET, None)
         target_id = st.selectbox(
-            "Query to label",
+            t("Query to label"),
             ids,
             key=state.GOLDEN_TARGET,
             format_func=lambda i: f"{i} · {working.get(i).query if working.get(i) else ''}",
         )
         target = working.get(target_id)
         if target.relevant:
-            st.markdown("**Relevant now**")
+            st.markdown(t("**Relevant now**"))
             for j, rid in enumerate(target.relevant):
                 c1, c2 = st.columns([6, 1])
                 node = kb.nodes.get(rid)
                 c1.markdown(
-                    (f"{ui.breadcrumb(node.breadcrumb)}  \n" if node else ":red[not in the KB] ")
+                    (
+                        f"{ui.breadcrumb(node.breadcrumb)}  \n"
+                        if node
+                        else t(":red[not in the KB]") + " "
+                    )
                     + f"`{rid}`"
                 )
                 if c2.button(t("Remove"), key=f"golden_remove_{j}"):
@@ -145,7 +156,7 @@ with ui.guarded("Golden set"):
                     state.set_golden_draft(
                         golden.with_item(working, replace(target, relevant=rel)), dirty=True
                     )
-                    state.flash(f"{rid} removed from {target.id}")
+                    state.flash(t("{rid} removed from {id}", rid=rid, id=target.id))
                     st.rerun()
         else:
             st.caption(t("Relevant now: none"))
@@ -158,9 +169,9 @@ with ui.guarded("Golden set"):
             )
             changed = replace(target, relevant=rel, unanswerable=False, category=category)
             state.set_golden_draft(golden.with_item(working, changed), dirty=True)
-            state.flash(f"{node_id} added to {target.id}")
+            state.flash(t("{node} added to {id}", node=node_id, id=target.id))
 
-        tree_tab, search_tab = st.tabs(["From the tree", "From search results"])
+        tree_tab, search_tab = st.tabs([t("From the tree"), t("From search results")])
         with tree_tab:
             needle = st.text_input(t("Filter chapters"), key="golden_tree_filter").strip().lower()
             options = [
@@ -169,7 +180,7 @@ with ui.guarded("Golden set"):
                 if n.level > 0 and (not needle or needle in " ".join(n.breadcrumb).lower())
             ]
             pick = st.selectbox(
-                "Chapter",
+                t("Chapter"),
                 options,
                 key="golden_tree_pick",
                 format_func=lambda nid: f"{ui.breadcrumb(kb.nodes[nid].breadcrumb)} · {nid}",
@@ -185,7 +196,7 @@ with ui.guarded("Golden set"):
                 add_relevant(pick)
                 st.rerun()
             if draft_col.button(
-                "Draft a new query for this chapter",
+                t("Draft a new query for this chapter"),
                 key="golden_draft_tree",
                 disabled=pick is None,
                 help=t(
@@ -198,9 +209,9 @@ with ui.guarded("Golden set"):
                 )
                 item = golden.item_from_dict(draft)
                 state.set_golden_draft(golden.with_item(working, item), dirty=True)
-                state.flash(f"Drafted {item.id}: {item.query}")
+                state.flash(t("Drafted {id}: {query}", id=item.id, query=item.query))
                 st.rerun()
-        with search_tab, ui.guarded("Search"):
+        with search_tab, ui.guarded(t("Search")):
             if not target.query:
                 st.caption(t("The query is empty."))
             else:
@@ -224,22 +235,25 @@ with ui.guarded("Golden set"):
                 f"{d.item_id}: `{d.stale_id}` →",
                 [*d.suggestions, "(leave as is)"],
                 key=f"golden_drift_{d.item_id}_{d.stale_id}",
+                format_func=lambda o: t("(leave as is)") if o == "(leave as is)" else o,
             )
             if choice != "(leave as is)":
                 mapping[d.stale_id] = choice
-        if st.button(f"Remap {len(mapping)} ids", key="golden_remap", disabled=not mapping):
+        if st.button(t("Remap {n} ids", n=len(mapping)), key="golden_remap", disabled=not mapping):
             state.set_golden_draft(golden.remap(working, mapping), dirty=True)
-            state.flash(f"Remapped {len(mapping)} stale ids; review and save")
+            state.flash(t("Remapped {n} stale ids; review and save", n=len(mapping)))
             st.rerun()
 
     st.subheader(t("Candidate pooling"))
     st.caption(
-        "Chapters that at least two of hybrid / keyword / vector rank in their top 5 for a "
-        "query, but that nobody labelled: review, tick and add."
+        t(
+            "Chapters that at least two of hybrid / keyword / vector rank in their top 5 for a "
+            "query, but that nobody labelled: review, tick and add."
+        )
     )
     if st.button(t("Pool candidates"), key="golden_pool_run"):
         ev = resources.evaluator(ws, cfg)
-        progress, bar = ui.progress_callback("Ranking")
+        progress, bar = ui.progress_callback(t("Ranking"))
         run = ev.run(
             working, cfg, modes=("hybrid", "keyword", "vector"), rerank=False, progress=progress
         )
@@ -263,7 +277,9 @@ with ui.guarded("Golden set"):
             )
             chosen = picked[picked["add"]]
             if st.button(
-                f"Add {len(chosen)} to relevant", key="golden_pool_add", disabled=chosen.empty
+                t("Add {n} to relevant", n=len(chosen)),
+                key="golden_pool_add",
+                disabled=chosen.empty,
             ):
                 gs = working
                 for row in chosen.to_dict("records"):

@@ -13,12 +13,14 @@ from workbench.ui.i18n import t
 
 st.title(t("Knowledge base"))
 
-with ui.guarded("Knowledge base"):
+with ui.guarded(t("Knowledge base")):
     ws = resources.workspace()
     label, cfg = ui.current_config(ws)
     kb = resources.kb(ws)
     if not kb.nodes:
-        ui.empty_state(f"`{ws.kb}` holds no Markdown files yet: add `.md` files and reload.")
+        ui.empty_state(
+            t("`{kb}` holds no Markdown files yet: add `.md` files and reload.", kb=ws.kb)
+        )
         st.stop()
 
     tree_col, view_col = st.columns([2, 3])
@@ -34,12 +36,12 @@ with ui.guarded("Knowledge base"):
                 for n in kb.nodes.values()
                 if needle.lower() in " ".join([*n.breadcrumb, n.node_id, n.file_path]).lower()
             ]
-            st.caption(f"{len(shown)} of {len(kb.nodes)} chapters match")
+            st.caption(t("{n} of {total} chapters match", n=len(shown), total=len(kb.nodes)))
         else:
             # Collapsible by document, then by heading depth: a 14k-chapter KB stays usable.
             c = st.columns([3, 1])
             doc = c[0].selectbox(
-                "Document",
+                t("Document"),
                 list(docs),
                 key=state.KB_DOC,
                 format_func=lambda i: (
@@ -47,7 +49,7 @@ with ui.guarded("Knowledge base"):
                 ),
             )
             depth = c[1].selectbox(
-                "Down to",
+                t("Down to"),
                 [1, 2, 3, 4, 5, 6],
                 index=2,
                 key=state.KB_DEPTH,
@@ -56,8 +58,8 @@ with ui.guarded("Knowledge base"):
             shown = [n for n in docs[doc].nodes if n.level <= depth]
             hidden = len(docs[doc].nodes) - len(shown)
             st.caption(
-                f"{len(docs)} documents · {len(shown)} chapters shown"
-                + (f" · {hidden} deeper chapters folded" if hidden else "")
+                t("{docs} documents · {n} chapters shown", docs=len(docs), n=len(shown))
+                + (t(" · {n} deeper chapters folded", n=hidden) if hidden else "")
             )
         rows = [
             {
@@ -92,7 +94,7 @@ with ui.guarded("Knowledge base"):
         if current not in kb.nodes:  # start on the first real chapter, not a document node
             current = next((i for i in ids if kb.nodes[i].level > 0), ids[0])
         choice = st.selectbox(
-            "Chapter",
+            t("Chapter"),
             ids if current in ids else [current, *ids],
             index=(ids if current in ids else [current, *ids]).index(current),
             format_func=lambda nid: ui.breadcrumb(kb.nodes[nid].breadcrumb),
@@ -103,13 +105,16 @@ with ui.guarded("Knowledge base"):
             current = choice
         node = kb.nodes[current]
         st.markdown(f"**{ui.breadcrumb(node.breadcrumb)}**")
-        meta = [f"`{node.file_path}` line {node.line}", f"id `{node.node_id}`"]
+        meta = [
+            t("`{path}` line {line}", path=node.file_path, line=node.line),
+            f"id `{node.node_id}`",
+        ]
         meta += [
             f"{k} `{v}`"
             for k, v in (
-                ("type", node.doc_type),
-                ("priority", node.priority),
-                ("category", node.category),
+                (t("type"), node.doc_type),
+                (t("priority"), node.priority),
+                (t("category"), node.category),
             )
             if v
         ]
@@ -120,12 +125,12 @@ with ui.guarded("Knowledge base"):
         if body.startswith("#"):  # the heading line repeats the breadcrumb's last title
             body = body.partition("\n")[2].strip()
         with st.container(border=True, height=420 if len(body) > 1200 else "content"):
-            st.markdown(body or "_(no text of its own: open one of its chapters below)_")
+            st.markdown(body or t("_(no text of its own: open one of its chapters below)_"))
         kids = kb.children(node.node_id)
         nav = ([node.parent_id] if node.parent_id else []) + [k.node_id for k in kids]
         if nav:
             go = st.pills(
-                "Go to parent / chapters inside",
+                t("Go to parent / chapters inside"),
                 nav,
                 key=f"kb_nav_{node.node_id}",
                 format_func=lambda i: ("↑ " if i == node.parent_id else "") + kb.nodes[i].title,
@@ -146,28 +151,28 @@ with ui.guarded("Knowledge base"):
         top_k = c[1].number_input(t("Top K"), 1, 100, cfg.search.top_k, key="kb_top_k")
         expands = field_spec("search.expand")["choices"]
         expand = c[2].selectbox(
-            "Expand", expands, index=expands.index(cfg.search.expand), key="kb_expand"
+            t("Expand"), expands, index=expands.index(cfg.search.expand), key="kb_expand"
         )
         rerank = c[3].checkbox(
-            "Rerank",
+            t("Rerank"),
             value=cfg.rerank.provider != "none",
             key="kb_rerank",
-            help=f"rerank.provider is `{cfg.rerank.provider}` in this config",
+            help=t("rerank.provider is `{provider}` in this config", provider=cfg.rerank.provider),
         )
         f = st.columns(4)
         nodes = list(kb.nodes.values())
         filters = {
             "category": f[0].multiselect(
-                "Category", sorted({n.category for n in nodes if n.category}), key="kb_f_cat"
+                t("Category"), sorted({n.category for n in nodes if n.category}), key="kb_f_cat"
             ),
             "priority": f[1].multiselect(
-                "Priority", sorted({n.priority for n in nodes if n.priority}), key="kb_f_pri"
+                t("Priority"), sorted({n.priority for n in nodes if n.priority}), key="kb_f_pri"
             ),
             "doc_type": f[2].multiselect(
-                "Type", sorted({n.doc_type for n in nodes if n.doc_type}), key="kb_f_type"
+                t("Type"), sorted({n.doc_type for n in nodes if n.doc_type}), key="kb_f_type"
             ),
             "keywords": f[3].multiselect(
-                "Keywords", sorted({k for n in nodes for k in n.keywords}), key="kb_f_kw"
+                t("Keywords"), sorted({k for n in nodes for k in n.keywords}), key="kb_f_kw"
             ),
         }
         submitted = st.form_submit_button(t("Search"), type="primary")
@@ -189,11 +194,20 @@ with ui.guarded("Knowledge base"):
         for w in resp.warnings:
             st.warning(w)
         st.caption(
-            f"{resp.total} results in {resp.took_ms:.1f} ms · config `{resp.config_hash}`"
-            + (f" · expansion: {', '.join(resp.expansion_terms)}" if resp.expansion_terms else "")
+            t(
+                "{n} results in {ms} ms · config `{hash}`",
+                n=resp.total,
+                ms=f"{resp.took_ms:.1f}",
+                hash=resp.config_hash,
+            )
+            + (
+                t(" · expansion: {terms}", terms=", ".join(resp.expansion_terms))
+                if resp.expansion_terms
+                else ""
+            )
         )
         st.caption(
-            "stage timings: "
+            t("stage timings: ")
             + " · ".join(f"{stage} {ms:.1f} ms" for stage, ms in resp.timings.items())
         )
         if not resp.results:
@@ -203,7 +217,10 @@ with ui.guarded("Knowledge base"):
         ranked = list(enumerate(resp.results, 1))
         real = [(i, r) for i, r in ranked if plain_text(r.content)]
         empty = [(i, r) for i, r in ranked if not plain_text(r.content)]
-        for group, items in (("", real), ("Matched by title only (no text of their own)", empty)):
+        for group, items in (
+            ("", real),
+            (t("Matched by title only (no text of their own)"), empty),
+        ):
             if group and items:
                 st.caption(group)
             for i, r in items:
@@ -212,18 +229,22 @@ with ui.guarded("Knowledge base"):
                 with st.container(border=True):
                     st.markdown(
                         f"**{i}. {escape_markdown(r.title)}** · {r.score:.4f}"
-                        f" · {escape_markdown(ranks or 'injected')}"
+                        f" · {escape_markdown(ranks or t('injected'))}"
                     )
                     st.caption(
                         f"{escape_markdown(ui.breadcrumb(r.breadcrumb))} · "
-                        f"{escape_markdown(str(r.metadata.get('file_path')))} line {r.metadata.get('line')}"
+                        + t(
+                            "{path} line {line}",
+                            path=escape_markdown(str(r.metadata.get("file_path"))),
+                            line=r.metadata.get("line"),
+                        )
                     )
                     snip = snippet(r.summary or r.content, resp.query)
                     if snip.parts:
                         st.markdown(snip.markdown())
                     if r.expanded:
                         st.caption(
-                            "expanded: "
+                            t("expanded: ")
                             + ", ".join(
                                 escape_markdown(f"{e.get('title')} ({e.get('relation')})")
                                 for e in r.expanded

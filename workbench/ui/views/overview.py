@@ -14,7 +14,7 @@ st.title(t("Overview"))
 if msg := state.flash():
     st.success(msg)
 
-with ui.guarded("Overview"):
+with ui.guarded(t("Overview")):
     ws = resources.workspace()
     label, cfg = ui.current_config(ws)
     kb = resources.kb(ws)
@@ -31,16 +31,23 @@ with ui.guarded("Overview"):
     c[3].metric(t("Golden queries"), len(gs.items) if gs else 0)
     c[4].metric(t("Saved runs"), len(runs))
     st.markdown(
-        f"{ui.freshness_badge(status)} · config **{label}** `{cfg.hash}` · "
+        f"{ui.freshness_badge(status)} · "
+        + t("config **{label}** `{hash}`", label=label, hash=cfg.hash)
+        + " · "
         + (
-            f"embedder `{status['embedder'].get('provider')}/{status['embedder'].get('model') or '-'}`"
-            f" ({status['embedder'].get('dims')} dims), built {status['updated_at'][:19]}"
+            t(
+                "embedder `{embedder}` ({dims} dims), built {built}",
+                embedder=f"{status['embedder'].get('provider')}/"
+                f"{status['embedder'].get('model') or '-'}",
+                dims=status["embedder"].get("dims"),
+                built=status["updated_at"][:19],
+            )
             if status.get("exists")
-            else "no index yet"
+            else t("no index yet")
         )
     )
     if kb.problems:
-        with st.expander(f"{len(kb.problems)} problems found while parsing the KB"):
+        with st.expander(t("{n} problems found while parsing the KB", n=len(kb.problems))):
             st.dataframe([p.to_dict() for p in kb.problems], hide_index=True)
 
     st.subheader(t("What to do next"))
@@ -48,44 +55,56 @@ with ui.guarded("Overview"):
     if not status.get("exists") or not status.get("fresh"):
         todo += 1
         what = (
-            "There is no index yet."
+            t("There is no index yet.")
             if not status.get("exists")
-            else f"The index is stale: {status['new']} new, {status['changed']} changed, "
-            f"{status['deleted']} deleted chapters."
+            else t(
+                "The index is stale: {new} new, {changed} changed, {deleted} deleted chapters.",
+                new=status["new"],
+                changed=status["changed"],
+                deleted=status["deleted"],
+            )
         )
-        st.warning(what + " Re-index so search and evaluation see the current wiki.")
+        st.warning(what + " " + t("Re-index so search and evaluation see the current wiki."))
         if st.button(t("Re-index now"), key="overview_reindex", type="primary"):
             from engine.indexer import build_index
 
-            progress, bar = ui.progress_callback("Indexing")
+            progress, bar = ui.progress_callback(t("Indexing"))
             report = build_index(kb, cfg, str(ws.index), progress=progress)
             bar.empty()
             resources.forget_engines()
-            state.flash(f"Index updated — {report.summary()}")
+            state.flash(t("Index updated — {summary}", summary=report.summary()))
             st.rerun()
     if gs is None:
         todo += 1
         ui.empty_state(
-            f"No golden set at `{ws.dataset}`: write a few queries with their relevant "
-            "chapters to measure search.",
+            t(
+                "No golden set at `{path}`: write a few queries with their relevant "
+                "chapters to measure search.",
+                path=ws.dataset,
+            ),
             "views/golden_set.py",
-            "Create the golden set",
+            t("Create the golden set"),
         )
     if not ws.baseline_path.is_file():
         todo += 1
         st.info(
-            "No accepted baseline yet: experiments compare against it. Adopt the selected "
-            f"config (**{label}**) as the first baseline."
+            t(
+                "No accepted baseline yet: experiments compare against it. Adopt the selected "
+                "config (**{label}**) as the first baseline.",
+                label=label,
+            )
         )
         if st.button(t("Adopt as baseline"), key="overview_baseline"):
             cfg.save(store.baseline)
             store.ensure_initial_version()
             resources.clear_data()
-            state.flash(f"Baseline saved to {store.baseline} (version 0)")
+            state.flash(t("Baseline saved to {path} (version 0)", path=store.baseline))
             st.rerun()
     if gs is not None and not runs:
         todo += 1
-        ui.empty_state("No evaluation run yet.", "views/evaluate.py", "Evaluate the golden set")
+        ui.empty_state(
+            t("No evaluation run yet."), "views/evaluate.py", t("Evaluate the golden set")
+        )
     if runs and gs is not None:
         latest = resources.run_record(runs[0])
         mode0 = (latest.get("modes") or ["hybrid"])[0]
@@ -95,8 +114,11 @@ with ui.guarded("Overview"):
         if misses:
             todo += 1
             st.info(
-                f"{misses} queries of the latest run miss a relevant chapter at K=5: see where "
-                "each was lost."
+                t(
+                    "{n} queries of the latest run miss a relevant chapter at K=5: see where "
+                    "each was lost.",
+                    n=misses,
+                )
             )
             st.page_link(
                 "views/evaluate.py", label=t("Open the failures"), icon=":material/arrow_forward:"
@@ -116,20 +138,27 @@ with ui.guarded("Overview"):
             rec = resources.run_record(runs[0])
             means = run_record_means(rec, (rec.get("modes") or ["hybrid"])[0])
             st.caption(
-                f"run `{rec['run_id']}` · config `{rec['config_hash']}` · "
-                f"{rec['dataset']['name']} ({rec['split']})"
+                t(
+                    "run `{run}` · config `{hash}` · {dataset} ({split})",
+                    run=rec["run_id"],
+                    hash=rec["config_hash"],
+                    dataset=rec["dataset"]["name"],
+                    split=rec["split"],
+                )
             )
             m = st.columns(4)
             for col, key in zip(m, ("recall@5", "mrr", "hit@5", "ndcg@10"), strict=True):
                 col.metric(key, f"{means.get(key, 0.0):.3f}")
-            st.markdown(f"Recall@5 band: {ui.band_badge(means.get('recall@5', 0.0))}")
+            st.markdown(
+                t("Recall@5 band: {badge}", badge=ui.band_badge(means.get("recall@5", 0.0)))
+            )
         else:
             st.caption(t("No runs yet."))
         st.subheader(t("Scorecard"))
         card = state.scorecard()
         if card is not None:
             st.metric(
-                "Grade", f"{getattr(card, 'grade', '?')}", f"{getattr(card, 'score', 0):.0f}/100"
+                t("Grade"), f"{getattr(card, 'grade', '?')}", f"{getattr(card, 'score', 0):.0f}/100"
             )
         else:
             st.caption(t("Not computed in this session yet."))

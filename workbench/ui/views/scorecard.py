@@ -12,14 +12,14 @@ from workbench.ui.i18n import t
 
 st.title(t("Scorecard"))
 
-with ui.guarded("Scorecard"):
+with ui.guarded(t("Scorecard")):
     ws = resources.workspace()
     label, cfg = ui.current_config(ws)
     if resources.golden_set(ws) is None:
         ui.empty_state(
-            "The scorecard reads an evaluation of the golden set: create one first.",
+            t("The scorecard reads an evaluation of the golden set: create one first."),
             "views/golden_set.py",
-            "Create the golden set",
+            t("Create the golden set"),
         )
         st.stop()
     sc = ui.core("workbench.scorecard", "wikirag scorecard")
@@ -32,7 +32,7 @@ with ui.guarded("Scorecard"):
     recompute = st.button(t("Recompute"), key="sc_recompute", help=t("after a new run or KB edit"))
     card = state.scorecard()
     if recompute or card is None or card.config_hash != cfg.hash:
-        progress, bar = ui.progress_callback("Scoring")
+        progress, bar = ui.progress_callback(t("Scoring"))
         card = sc.compute_scorecard(ws, cfg, progress=progress, evaluator_for=evaluator_for)
         bar.empty()
         state.set_scorecard(card)
@@ -41,9 +41,15 @@ with ui.guarded("Scorecard"):
     grade_col.metric(t("Grade"), card.grade)
     score_col.metric(t("Score"), f"{card.total:.1f} / 100")
     info.caption(
-        f"config **{label}** `{card.config_hash}` · mode {card.mode} · "
-        f"{card.meta.get('queries', '?')} queries ({card.meta.get('split', 'all')}) · "
-        "A ≥ 90, B ≥ 80, C+ ≥ 70, C ≥ 60, D ≥ 50, else F"
+        t(
+            "config **{label}** `{hash}` · mode {mode} · {n} queries ({split}) · "
+            "A ≥ 90, B ≥ 80, C+ ≥ 70, C ≥ 60, D ≥ 50, else F",
+            label=label,
+            hash=card.config_hash,
+            mode=card.mode,
+            n=card.meta.get("queries", "?"),
+            split=card.meta.get("split", "all"),
+        )
     )
 
     dims = pd.DataFrame(
@@ -72,7 +78,7 @@ with ui.guarded("Scorecard"):
     )
     with st.expander(t("Formulas and raw evidence")):
         for d in card.dimensions:
-            st.markdown(f"**{d.name}** (weight {d.weight})")
+            st.markdown(t("**{name}** (weight {weight})", name=d.name, weight=d.weight))
             st.code(d.formula, language=None, wrap_lines=True)  # keeps its * signs
             st.json(d.evidence, expanded=False)
 
@@ -82,17 +88,25 @@ with ui.guarded("Scorecard"):
     for i, d in enumerate(card.weaknesses):
         with st.container(border=True):
             st.markdown(
-                f"**{i + 1}. {d.name}** — {d.score:.1f}/100, costs {d.loss / 100:.1f} points"
+                t(
+                    "**{n}. {name}** — {score}/100, costs {loss} points",
+                    n=i + 1,
+                    name=d.name,
+                    score=f"{d.score:.1f}",
+                    loss=f"{d.loss / 100:.1f}",
+                )
             )
             st.caption(d.rule)
             if d.action:
-                st.markdown(f"What would raise it: {d.action}")
+                st.markdown(t("What would raise it: {action}", action=d.action))
             exp = d.next_experiment
             if exp:
                 change = ", ".join(f"`{k}={v}`" for k, v in exp["overrides"].items())
-                st.markdown(f"Next experiment: {change} — {exp['why']}")
+                st.markdown(t("Next experiment: {change} — {why}", change=change, why=exp["why"]))
                 if st.button(t("Run this experiment"), key=f"sc_fix_{i}"):
-                    with st.status(f"Trying {change} against the baseline…") as status:
+                    with st.status(
+                        t("Trying {change} against the baseline…", change=change)
+                    ) as status:
                         result = run_experiment(
                             ws,
                             evaluator_for,
