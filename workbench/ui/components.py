@@ -521,7 +521,7 @@ def decision(result: Any) -> None:
             alpha=f"{d.rule.alpha:g}",
         )
     )
-    result_col = t("result")  # the styled column, named in the current language
+    result_col, passed = t("result"), t("pass")  # the styled column and value, translated
     st.dataframe(
         pd.DataFrame(
             [
@@ -529,13 +529,13 @@ def decision(result: Any) -> None:
                     t("criterion"): c.name,
                     t("measured"): c.shown,
                     t("needs"): c.threshold,
-                    result_col: t("pass") if c.passed else t("FAIL"),
+                    result_col: passed if c.passed else t("FAIL"),
                     t("detail"): c.detail,
                 }
                 for c in d.criteria
             ]
         ).style.map(
-            lambda v: "color: #1a7f37" if v == t("pass") else "color: #cf222e; font-weight: 600",
+            lambda v: "color: #1a7f37" if v == passed else "color: #cf222e; font-weight: 600",
             subset=[result_col],
         ),
         hide_index=True,

@@ -50,17 +50,22 @@ def history_panel(ws: Any, llm: Any, mode: str, top_k: int) -> None:
             st.caption(t("Nothing kept yet: every answered question is kept here, per KB."))
             return
         ids = [c.id for c in convs]
-        by_id = {c.id: c for c in convs}
+        # translated here: format_func also runs outside the script, where t() cannot see
+        # the session's language
+        labels = {
+            c.id: t(
+                "{updated} · {n} turns · {title}",
+                updated=c.updated[:16],
+                n=counts.get(c.id, 0),
+                title=c.title,
+            )
+            for c in convs
+        }
         pick = st.selectbox(
             t("Conversation"),
             ids,
             key=state.CHAT_HISTORY_PICK,
-            format_func=lambda i: t(
-                "{updated} · {n} turns · {title}",
-                updated=by_id[i].updated[:16],
-                n=counts.get(i, 0),
-                title=by_id[i].title,
-            ),
+            format_func=labels.get,
         )
         conv = store.load(pick)
         b = st.columns(4)

@@ -28,15 +28,17 @@ def failure_analysis(record: Mapping[str, Any], mode: str, kb: Any) -> None:
     if not counts and not record.get("errors"):
         st.success(t("No misses at K=5: every relevant chapter is in the top 5."))
     f = st.columns([2, 1, 1])
+    # Labels translated here: format_func also runs outside the script, where t() cannot
+    # see the session's language.
+    cause_labels = {
+        ALL: t("all causes ({n})", n=sum(counts.values())),
+        **{c: f"{t(CAUSES.get(c, c))} ({counts.get(c, 0)})" for c in counts},
+    }
     cause = f[0].selectbox(
         t("Cause"),
         [ALL, *counts],
         key=state.EVAL_FAIL_CAUSE,
-        format_func=lambda c: (
-            t("all causes ({n})", n=sum(counts.values()))
-            if c == ALL
-            else f"{t(CAUSES.get(c, c))} ({counts.get(c, 0)})"
-        ),
+        format_func=lambda c: cause_labels.get(c, c),
     )
     slice_by = f[1].selectbox(t("Slice"), [ALL, *A.SLICES], key=state.EVAL_FAIL_SLICE)
     values = (

@@ -47,13 +47,16 @@ def runs_diff(ws: Any) -> None:
     measure = c[1].selectbox(t("Measure"), MEASURES, key=state.RUNS_DIFF_MEASURE)
     everything = A.run_matrix(records, mode, measure)
     counts = A.outcome_counts(everything)
+    # won / lost / changed / tied: values stay English, labels translated here (format_func
+    # also runs outside the script, where t() cannot see the session's language)
+    named = {o: t(o) for o in A.OUTCOMES}
+    show_labels = {"all": t("all ({n})", n=len(everything))}
+    show_labels |= {o: f"{named[o]} ({counts[o]})" for o in A.OUTCOMES}
     outcome = c[2].selectbox(
         t("Show"),
         ["all", *A.OUTCOMES],
         key=state.RUNS_DIFF_OUTCOME,
-        format_func=lambda o: (
-            t("all ({n})", n=len(everything)) if o == "all" else f"{t(o)} ({counts[o]})"
-        ),  # won / lost / changed / tied: values stay English, labels translated
+        format_func=show_labels.get,
     )
     if any(
         r.get("dataset", {}).get("hash") != records[0].get("dataset", {}).get("hash")
@@ -97,7 +100,9 @@ def runs_diff(ws: Any) -> None:
         t("Query"),
         ids,
         key=state.RUNS_DIFF_QUERY,
-        format_func=lambda i: f"{i} · {by_id[i].query} ({t(by_id[i].outcome)})",
+        format_func=lambda i: (
+            f"{i} · {by_id[i].query} ({named.get(by_id[i].outcome, by_id[i].outcome)})"
+        ),
     )
     gold, lists = A.side_by_side(records, mode, qid)
     kb = resources.kb(ws)

@@ -88,12 +88,13 @@ with ui.guarded(t("Chat")):
                 key="chat_draft_relevant",
             )
             d1, d2 = st.columns(2)
+            difficulty_labels = {d: t(d) for d in golden.DIFFICULTIES}
             difficulty = d1.selectbox(
                 t("Difficulty"),
                 list(golden.DIFFICULTIES),
                 index=1,
                 key="chat_draft_difficulty",
-                format_func=t,  # easy / medium / hard: values stay English
+                format_func=difficulty_labels.get,  # values stay English
             )
             category = d2.text_input(t("Category"), draft.get("category", ""), key="chat_draft_cat")
             notes = st.text_input(t("Notes"), draft.get("notes", ""), key="chat_draft_notes")

@@ -83,11 +83,12 @@ with ui.guarded(t("Compare & sweep")):
         a, b = st.columns(2)
         k1 = a.selectbox(t("Parameter 1"), numeric, index=numeric.index("fusion.k"), key="sw_k1")
         v1 = a.text_input(t("Values 1"), "10, 30, 60", key="sw_v1")
+        none_label = t("(none)")  # translated here: format_func also runs outside the script
         k2 = b.selectbox(
             t("Parameter 2 (optional)"),
             ["(none)", *numeric],
             key="sw_k2",
-            format_func=lambda k: t("(none)") if k == "(none)" else k,
+            format_func=lambda k: none_label if k == "(none)" else k,
         )
         v2 = b.text_input(t("Values 2"), "", key="sw_v2", placeholder=t("e.g. 0.5, 1, 2"))
         c = st.columns(3)

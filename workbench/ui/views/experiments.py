@@ -44,13 +44,16 @@ with ui.guarded(t("Experiments")):
         return resources.evaluator(ws, c)
 
     own_rule = ws.experiments / rules.RULE_FILE
-    own_pick = f"{own_rule.name} (this KB)"  # the option value; its label is translated
+    # Option values stay fixed; labels are translated here, not inside format_func (which
+    # also runs outside the script, where t() cannot see the session's language).
+    own_pick = f"{own_rule.name} (this KB)"
+    own_label = t("{name} (this KB)", name=own_rule.name)
     choices = ([own_pick] if own_rule.is_file() else []) + list(rules.PRESETS)
     rule_pick = st.selectbox(
         t("Acceptance rule"),
         choices,
         key="exp_rule",
-        format_func=lambda c: t("{name} (this KB)", name=own_rule.name) if c == own_pick else c,
+        format_func=lambda c: own_label if c == own_pick else c,
         help=t(
             "statistical scales with the set (tests, not counts); strict keeps absolute "
             "thresholds for sets under ~50 queries. Edit experiments/<kb>/rule.yaml to change it."
@@ -62,6 +65,7 @@ with ui.guarded(t("Experiments")):
 
     st.subheader(t("One change"))
     manual = "(choose a knob yourself)"  # the option value; its label is translated
+    manual_label = t("(choose a knob yourself)")
     suggestions = {manual: None}
     for s in CATALOG:
         for change in s.candidates:
@@ -71,7 +75,7 @@ with ui.guarded(t("Experiments")):
         t("Suggestion from the strategy catalog"),
         list(suggestions),
         key="exp_suggest",
-        format_func=lambda p: t("(choose a knob yourself)") if p == manual else p,
+        format_func=lambda p: manual_label if p == manual else p,
     )
     chosen = suggestions[pick]
     if chosen is None:
@@ -219,13 +223,13 @@ with ui.guarded(t("Experiments")):
     st.caption(t("The strategy catalog's fixed single changes, one experiment each."))
     a, b, c = st.columns([1, 2, 1])
     budget = a.number_input(t("Budget (experiments)"), 1, 50, 5, key="opt_budget")
+    tier_labels = {k: t(name) for k, name in TIER_NAMES.items()}  # catalog names have entries
     tiers = b.multiselect(
         t("Tiers"),
         list(TIER_NAMES),
         default=[1, 2],
-        format_func=lambda k: t(
-            TIER_NAMES[k]
-        ),  # the catalog's names have entries too key="opt_tiers"
+        format_func=tier_labels.get,
+        key="opt_tiers",
     )
     if c.button(t("Start"), key="opt_run", disabled=not tiers):
         progress, bar = ui.progress_callback(t("Optimizing"))

@@ -230,12 +230,13 @@ with ui.guarded(t("Golden set")):
         st.caption(t("Every relevant id exists in the KB."))
     else:
         mapping = {}
+        leave_label = t("(leave as is)")  # translated here: format_func also runs outside
         for d in drift:
             choice = st.selectbox(
                 f"{d.item_id}: `{d.stale_id}` →",
                 [*d.suggestions, "(leave as is)"],
                 key=f"golden_drift_{d.item_id}_{d.stale_id}",
-                format_func=lambda o: t("(leave as is)") if o == "(leave as is)" else o,
+                format_func=lambda o: leave_label if o == "(leave as is)" else o,
             )
             if choice != "(leave as is)":
                 mapping[d.stale_id] = choice

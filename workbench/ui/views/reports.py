@@ -57,7 +57,7 @@ with ui.guarded(t("Reports")):
     cols = st.columns(len(files))
     for col, (label, data, name, mime) in zip(cols, files, strict=True):
         col.download_button(
-            t(label),  # HTML / Markdown / CSV / JSON / TREC run / TREC qrels (entries below)
+            t(label),  # HTML / Markdown / CSV / JSON / TREC run / TREC qrels (catalog entries)
             data.encode("utf-8"),
             file_name=name,
             mime=mime,
