@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import string
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -18,6 +19,19 @@ PAGES = ("overview", "knowledge_base", "golden_set", "evaluate", "compare", "exp
 def test_every_ui_string_has_a_chinese_translation():
     assert len(ui_strings()) > 50  # the scan finds the t("...") calls
     assert missing("zh") == {}
+
+
+def _fields(text: str) -> set[str]:
+    return {name for _, name, _, _ in string.Formatter().parse(text) if name is not None}
+
+
+def test_every_translation_keeps_the_placeholders_of_its_english_string():
+    # t() fills {name} fields with str.format: a dropped or renamed field is a KeyError
+    # on the page (often one only reached after a click, so the page tests miss it).
+    wrong = {
+        msgid: text for msgid, text in i18n.catalog("zh").items() if _fields(msgid) != _fields(text)
+    }
+    assert wrong == {}
 
 
 @pytest.mark.parametrize(
