@@ -73,7 +73,7 @@ def history_panel(ws: Any, llm: Any, mode: str, top_k: int) -> None:
             open_conversation(conv)
             st.rerun()
         b[1].download_button(
-            "Markdown",
+            t("Markdown"),
             conv.to_markdown(),
             file_name=f"chat-{conv.id}.md",
             key="chat_history_md",
@@ -81,7 +81,7 @@ def history_panel(ws: Any, llm: Any, mode: str, top_k: int) -> None:
         import json
 
         b[2].download_button(
-            "JSON",
+            t("JSON"),
             json.dumps(conv.to_dict(), ensure_ascii=False, indent=2),
             file_name=f"chat-{conv.id}.json",
             key="chat_history_json",

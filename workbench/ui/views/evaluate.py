@@ -27,7 +27,7 @@ with ui.guarded(t("Evaluate")):
     with st.form("eval_form", border=True):
         c = st.columns([2, 1, 1, 1])
         modes = c[0].multiselect(
-            "Modes", ["hybrid", "keyword", "vector"], default=[cfg.search.mode], key="eval_modes"
+            t("Modes"), ["hybrid", "keyword", "vector"], default=[cfg.search.mode], key="eval_modes"
         )
         split = c[1].selectbox(t("Split"), ["all", "tune", "holdout"], key="eval_split")
         rerank = c[2].checkbox(t("Rerank"), value=cfg.rerank.provider != "none", key="eval_rerank")

@@ -27,7 +27,7 @@ with ui.guarded(t("Knowledge base")):
     with tree_col:
         st.subheader(t("Chapter tree"))
         needle = st.text_input(
-            "Filter chapters", key="kb_filter", placeholder=t("title, path or id (中文 OK)")
+            t("Filter chapters"), key="kb_filter", placeholder=t("title, path or id (中文 OK)")
         ).strip()
         docs = {d.nodes[0].node_id: d for d in kb.documents if d.nodes}
         if needle:
