@@ -29,6 +29,7 @@ from engine.config import EngineConfig
 from engine.errors import EngineError
 from engine.types import SearchResponse, SearchResult
 from workbench.llm import NO_LLM_HINT, LLMClient, LLMError, LLMReply, redact
+from workbench.refusal import RefusalModel, can_probe, evidence_features, model_for
 from workbench.safe_markdown import neutralize
 
 # Coverage = the largest share of the question's key terms found in any one of the top
@@ -358,7 +359,46 @@ def resolve_followup(question: str, history: Iterable[Any] | None) -> tuple[str,
 class Judgement:
     verdict: Verdict
     coverage: float  # best share of question terms found in one top chapter
-    by: str  # "rule" | "llm"
+    by: str  # "rule" | "llm" | "model"
+    p_answerable: float | None = None  # the calibrated model's probability, when it judged
+
+    @property
+    def strength(self) -> float:
+        """What ranks rounds of equal verdict: the model's probability, else coverage."""
+        return self.coverage if self.p_answerable is None else self.p_answerable
+
+
+@dataclass(frozen=True)
+class EvidenceJudge:
+    """The calibrated model (workbench/refusal.py) over a retriever that can be probed."""
+
+    model: RefusalModel
+    retriever: Any
+
+    def assess(
+        self, question: str, sources: Sequence[Source], with_llm: bool
+    ) -> tuple[Verdict, float, str]:
+        f = evidence_features(question, sources, self.retriever)
+        p = self.model.probability(f)
+        verdict: Verdict = self.model.verdict(p, with_llm=with_llm)  # type: ignore[assignment]
+        m = self.model
+        cuts = (
+            f"grey {m.grey_low:.2f}..{m.grey_high:.2f}"
+            if with_llm
+            else f"refuse < {m.refuse_below:.2f}, enough >= {m.grey_high:.2f}"
+        )
+        return (
+            verdict,
+            p,
+            (
+                f"model: p(answerable) {p:.2f} (cosine {f.top_cosine:.2f}, terms matched "
+                f"{f.matched_terms}, missing {f.missing_terms}, absent from KB {f.absent_terms}; "
+                f"{cuts}) -> {verdict}"
+            ),
+        )
+
+    def without_llm(self, p: float) -> Verdict:
+        return self.model.verdict(p)  # type: ignore[return-value]
 
 
 def evidence_coverage(question: str, sources: Sequence[Source], top_n: int = JUDGE_TOP_N) -> float:
@@ -384,15 +424,28 @@ _JUDGE_SYSTEM = (
 )
 
 
-def judge_evidence(question: str, sources: Sequence[Source], llm: _LLM, trace: _Trace) -> Judgement:
-    """Rule layer first; the LLM judges only the grey zone, and only when configured."""
+def judge_evidence(
+    question: str,
+    sources: Sequence[Source],
+    llm: _LLM,
+    trace: _Trace,
+    judge: EvidenceJudge | None = None,
+) -> Judgement:
+    """Calibrated model (else the coverage rule) first; the LLM judges only the grey zone,
+    and only when configured."""
     started = time.perf_counter()
     coverage = evidence_coverage(question, sources)
-    verdict = rule_verdict(coverage)
-    detail = f"rule: coverage {coverage:.2f} -> {verdict}"
+    p: float | None = None
+    if judge is not None and sources:
+        verdict, p, detail = judge.assess(question, sources, llm.usable)
+        by = "model"
+    else:
+        verdict = rule_verdict(coverage)
+        detail = f"rule: coverage {coverage:.2f} -> {verdict}"
+        by = "rule"
     if verdict != "grey" or not llm.usable:
         trace.add("judge", _ms(started), detail)
-        return Judgement(verdict, coverage, "rule")
+        return Judgement(verdict, coverage, by, p)
     msgs = [
         {"role": "system", "content": _JUDGE_SYSTEM},
         {
@@ -403,15 +456,20 @@ def judge_evidence(question: str, sources: Sequence[Source], llm: _LLM, trace: _
     ]
     reply = llm.call(msgs, trace, "judge", max_tokens=5, temperature=0.0)
     if reply is None:
+        if judge is not None and p is not None:
+            # No judge for the grey band after all: the model's cut for no LLM decides.
+            verdict = judge.without_llm(p)
+            trace.add("judge", _ms(started), detail + f"; LLM judge unavailable -> {verdict}")
+            return Judgement(verdict, coverage, by, p)
         trace.add("judge", _ms(started), detail + "; LLM judge unavailable, stays grey")
-        return Judgement("grey", coverage, "rule")
+        return Judgement("grey", coverage, by, p)
     said = reply.content.strip().upper()
     if said.startswith(("YES", "是")):
         verdict = "enough"
     elif said.startswith(("NO", "否")):
         verdict = "insufficient"
     trace.add("judge", _ms(started), f"{detail}; LLM said {said[:10]!r} -> {verdict}")
-    return Judgement(verdict, coverage, "llm" if verdict != "grey" else "rule")
+    return Judgement(verdict, coverage, "llm" if verdict != "grey" else by, p)
 
 
 _REWRITE_SYSTEM = (
@@ -604,7 +662,7 @@ class _Round:
     judgement: Judgement
 
     def rank_key(self) -> tuple[int, float, int]:
-        return (_VERDICT_RANK[self.judgement.verdict], self.judgement.coverage, -self.index)
+        return (_VERDICT_RANK[self.judgement.verdict], self.judgement.strength, -self.index)
 
 
 _ANSWER_SYSTEM = (
@@ -660,6 +718,11 @@ def _retrieve(
     return sources
 
 
+def retrieve_sources(retriever: Retriever, query: str, top_k: int = 5) -> list[Source]:
+    """The sources the chat's first round gets for ``query`` (what calibration judges)."""
+    return _retrieve(retriever, query, top_k, _Trace(), "calibrate")
+
+
 class _Run:
     """State of one ``answer`` call."""
 
@@ -681,6 +744,7 @@ class _Run:
         self.trace = _Trace()
         self.started = time.perf_counter()
         self.extra_notice: str | None = None
+        self.judge: EvidenceJudge | None = None
 
     def finish(
         self,
@@ -718,7 +782,7 @@ class _Run:
         query = query0
         for i in range(1 + MAX_EXTRA_ROUNDS):
             sources = _retrieve(self.retriever, query, self.top_k, self.trace, f"round {i + 1}")
-            judgement = judge_evidence(query0, sources, self.llm, self.trace)
+            judgement = judge_evidence(query0, sources, self.llm, self.trace, self.judge)
             rounds.append(_Round(i + 1, query, sources, judgement))
             if judgement.verdict == "enough" or i == MAX_EXTRA_ROUNDS:
                 break
@@ -883,7 +947,7 @@ class _Run:
             self._empty_answer()
             return self.loop()
         if not refused:
-            judgement = judge_evidence(self.question, sources, _LLM(None), self.trace)
+            judgement = judge_evidence(self.question, sources, _LLM(None), self.trace, self.judge)
             refused = judgement.verdict == "insufficient"
         if refused:
             if not sources:
@@ -1014,6 +1078,7 @@ def answer(
     top_k: int = 5,
     stream_cb: Callable[[str], None] | None = None,
     max_turns: int = DEFAULT_MAX_TURNS,
+    refusal_model: RefusalModel | Literal["auto"] | None = "auto",
 ) -> ChatAnswer:
     """Answer ``question`` from the KB with numbered citations (see the module docstring).
 
@@ -1022,6 +1087,10 @@ def answer(
     receives text as it is produced; for an LLM answer these are the model's raw deltas,
     before the citation check, so a UI should show ``ChatAnswer.answer`` once it returns.
     Engine errors (no index, ...) propagate; LLM errors never do.
+    ``refusal_model``: the calibrated evidence judge; ``"auto"`` loads the KB's
+    ``experiments/<kb>/refusal.yaml`` when there is one (``wikirag calibrate-refusal``),
+    None keeps the coverage rule. It is used only with a retriever that can be probed
+    (``candidates`` and ``kb``, as the engine has).
     """
     if mode not in ("loop", "tools"):
         raise ValueError(f"mode must be 'loop' or 'tools', got {mode!r}")
@@ -1030,6 +1099,9 @@ def answer(
     if not question.strip():
         raise ValueError("question is empty; ask something")
     run = _Run(question.strip(), retriever, history, llm, top_k, stream_cb)
+    model = model_for(retriever) if refusal_model == "auto" else refusal_model
+    if isinstance(model, RefusalModel) and can_probe(retriever):
+        run.judge = EvidenceJudge(model, retriever)
     if mode == "tools" and run.llm.usable:
         return run.tools(max_turns)
     return run.loop()

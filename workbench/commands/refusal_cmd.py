@@ -1,0 +1,100 @@
+"""`wikirag calibrate-refusal`: fit the chat's evidence judge on a golden set, measure it by
+cross-validation and store it as ``experiments/<kb>/refusal.yaml`` (workbench/refusal.py)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import UTC, datetime
+
+from workbench import golden
+from workbench.commands.common import (
+    add_workspace_args,
+    effective_config,
+    info,
+    print_json,
+    workspace,
+)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "calibrate-refusal",
+        help="fit when the chat refuses (golden set's unanswerable items) and store it",
+    )
+    add_workspace_args(p, dataset=True)
+    p.add_argument("--folds", type=int, default=5, help="cross-validation folds (default 5)")
+    p.add_argument(
+        "--max-false-refusal",
+        type=float,
+        default=None,
+        help="share of answerable questions the refusal cut may refuse (default 0.10)",
+    )
+    p.add_argument("--top-k", type=int, default=5, help="chapters retrieved, as the chat")
+    p.add_argument("--dry-run", action="store_true", help="measure only; write nothing")
+    p.add_argument("--json", action="store_true", help="the calibration as JSON on stdout")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from engine.search import Engine
+    from workbench.chat import retrieve_sources
+    from workbench.refusal import (
+        CALIBRATION_FILE,
+        MAX_FALSE_REFUSAL,
+        cross_validate,
+        evidence_features,
+        fit,
+    )
+
+    cap = MAX_FALSE_REFUSAL if args.max_false_refusal is None else args.max_false_refusal
+    if not 0.0 <= cap < 1.0:
+        raise ValueError("--max-false-refusal must be in [0, 1)")
+    if args.folds < 2:
+        raise ValueError("--folds must be at least 2")
+    ws = workspace(args)
+    cfg = effective_config(args, ws)
+    gs = golden.load(ws.dataset)
+    engine = Engine.open(ws.kb, ws.index, cfg)
+    items = list(gs.items)
+    if sum(it.unanswerable for it in items) < 2:
+        raise ValueError(
+            f"{ws.dataset} has fewer than 2 `unanswerable: true` items; add some to calibrate"
+        )
+    feats, answerable = [], []
+    for n, it in enumerate(items, 1):
+        sources = retrieve_sources(engine, it.query, args.top_k)
+        feats.append(evidence_features(it.query, sources, engine))
+        answerable.append(not it.unanswerable)
+        print(f"\rfeatures {n}/{len(items)}", end="", file=sys.stderr)
+    print(file=sys.stderr)
+    cv = cross_validate(feats, answerable, k=args.folds, max_false_refusal=cap)
+    provenance = {
+        "dataset": str(ws.dataset),
+        "dataset_hash": gs.content_hash,
+        "kb": ws.name,
+        "config_hash": cfg.hash,
+        "items": {"answerable": sum(answerable), "unanswerable": len(items) - sum(answerable)},
+        "max_false_refusal": cap,
+        "fitted_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "cross_validation": cv.summary(),
+    }
+    model = fit(feats, answerable, max_false_refusal=cap, provenance=provenance)
+    path = ws.experiments / CALIBRATION_FILE
+    if not args.dry_run:
+        model.save(path)
+        info(f"refusal calibration: {path}")
+    if args.json:
+        print_json(model.to_dict())
+        return 0
+    s = cv.summary()
+    sys.stdout.write(
+        f"cross-validated ({s['folds']}-fold): unanswerable refused "
+        f"{s['unanswerable_refused']} ({s['unanswerable_refused_rate']:.3f}), answerable "
+        f"wrongly refused {s['answerable_wrongly_refused']} "
+        f"({s['answerable_wrongly_refused_rate']:.3f})\n"
+        f"fitted on all {len(items)} items: extractive chat refuses when p(answerable) < "
+        f"{model.refuse_below:.3f}; with an LLM, refuses below {model.grey_low:.3f} and asks "
+        f"the LLM judge up to {model.grey_high:.3f}\n"
+    )
+    return 0
