@@ -175,15 +175,29 @@ def load_model(path: Path) -> RefusalModel:
         raise ValueError(f"{path}: {exc}") from exc
 
 
+def embedder_of(cfg: Any) -> str:
+    """The embedder a calibration's cosines came from (cosine scales differ per model)."""
+    emb = cfg.embedding
+    return f"{emb.provider}/{emb.model}/{emb.dims}"
+
+
 def model_for(retriever: Any, experiments_root: Path = Path("experiments")) -> RefusalModel | None:
     """The KB's calibration (``experiments/<kb>/refusal.yaml``, the workspace convention),
-    or None: then the chat keeps its coverage rule. A broken file is an error, not ignored."""
+    or None: then the chat keeps its coverage rule. None too when the retriever embeds with
+    another model than the calibration was fitted with. A broken file is an error."""
     kb = getattr(retriever, "kb", None)
     root = getattr(kb, "root", None)
     if root is None:
         return None
     path = experiments_root / Path(root).resolve().name / CALIBRATION_FILE
-    return load_model(path) if path.is_file() else None
+    if not path.is_file():
+        return None
+    model = load_model(path)
+    fitted_with = model.provenance.get("embedder")
+    cfg = getattr(retriever, "config", None)
+    if fitted_with and cfg is not None and embedder_of(cfg) != fitted_with:
+        return None
+    return model
 
 
 # --- fitting ---------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from workbench.refusal import (
     RefusalModel,
     choose_thresholds,
     cross_validate,
+    embedder_of,
     evidence_features,
     fit,
     folds,
@@ -135,6 +136,13 @@ def test_calibration_round_trips_and_is_found_for_the_kb(model, monkeypatch, tmp
     assert model_for(ProbedRetriever(root=str(tmp_path / "other"))) is None
     ans = answer("公司年会在哪里举办？", ProbedRetriever(str(tmp_path / "kb")), CFG, llm=None)
     assert steps(ans, "judge")[0].startswith("model: ")
+    # Fitted with another embedder: its cosines mean nothing here, the rule judges instead.
+    replace(model, provenance={"embedder": "openai/text-embedding-3-small/0"}).save(path)
+    retr = ProbedRetriever(str(tmp_path / "kb"))
+    retr.config = CFG
+    assert model_for(retr) is None
+    replace(model, provenance={"embedder": embedder_of(CFG)}).save(path)
+    assert model_for(retr) is not None
 
 
 def test_a_broken_calibration_is_a_one_line_error(tmp_path, model):

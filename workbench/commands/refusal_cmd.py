@@ -43,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
         CALIBRATION_FILE,
         MAX_FALSE_REFUSAL,
         cross_validate,
+        embedder_of,
         evidence_features,
         fit,
     )
@@ -74,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
         "dataset_hash": gs.content_hash,
         "kb": ws.name,
         "config_hash": cfg.hash,
+        "embedder": embedder_of(cfg),
         "items": {"answerable": sum(answerable), "unanswerable": len(items) - sum(answerable)},
         "max_false_refusal": cap,
         "fitted_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
