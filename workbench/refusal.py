@@ -40,8 +40,8 @@ from engine.atomic import atomic_write_text
 FEATURES = ("top_cosine", "matched_terms", "missing_terms", "absent_terms")
 CALIBRATION_FILE = "refusal.yaml"
 # Answerable questions the extractive cut may refuse. Issue 12 item 16 asks <= 0.05 and >= 0.95
-# of the unanswerable refused; on datasets/wiki.yaml no cut gets both (5-fold CV: 0.05 -> 9/12
-# refused at 5/86 wrongly; 0.10 -> 12/12 at 9/86), so the default favours not citing
+# of the unanswerable refused; on datasets/wiki.yaml no cut gets both (5-fold CV: 0.05 -> 8/12
+# refused at 4/86 wrongly; 0.10 -> 11/12 at 8/86), so the default favours not citing
 # unrelated text: a refusal still names the closest chapters.
 MAX_FALSE_REFUSAL = 0.10
 MIN_UNANSWERABLE_REFUSED = 0.95  # unanswerable questions refused, at least
