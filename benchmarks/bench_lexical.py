@@ -88,7 +88,7 @@ def study(kb_dir: str, index: str, dataset: str, log: Callable[[str], None]) -> 
     base = EngineConfig()
     engine = Engine.open(kb_dir, index, base)
     snap = engine._shared.current().snapshot
-    tok = base.lexical.tokenizer
+    tok = base.lexical.tokenizer_spec
     pool = MAX_CACHED_POOL
 
     t0 = time.perf_counter()

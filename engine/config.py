@@ -67,6 +67,15 @@ class LexicalConfig:
     # (benchmarks/results/lexical_*.json; the README's lexical section).
     title_weight: float = _num(2.0, 0.0, 100.0)
     title_b: float = _num(0.75, 0.0, 1.0)
+    # English (Snowball / Porter2) stemming of Latin-script words, so "databases" matches
+    # "database"; Chinese tokens are untouched. Changes the stored tokens: a re-index (the
+    # manifest records the tokenizer spec, and an engine refuses an index built otherwise).
+    stem: bool = False
+
+    @property
+    def tokenizer_spec(self) -> str:
+        """What ``engine.lexical.tokenize`` takes: the mode, ``+stem`` when stemming."""
+        return f"{self.tokenizer}+stem" if self.stem else self.tokenizer
 
 
 @dataclass(frozen=True)

@@ -187,7 +187,7 @@ def node_hashes(
     """(hash of the embedded text, hash of everything else the row holds)."""
     summary = _summary(node, summaries)
     meta = json.dumps(_meta(node), ensure_ascii=False, sort_keys=True, default=str)
-    row = "\x00".join([TEXT_LAYOUT, cfg.lexical.tokenizer, lexical_text(node, summary), meta])
+    row = "\x00".join([TEXT_LAYOUT, cfg.lexical.tokenizer_spec, lexical_text(node, summary), meta])
     return _sha(embed_text(node, cfg.index.content_chars, summary)), _sha(row)
 
 
@@ -255,7 +255,7 @@ def _row(
     summaries: Mapping[str, str],
 ) -> dict:
     summary = _summary(node, summaries)
-    tokens = tokenize(lexical_text(node, summary), cfg.lexical.tokenizer)
+    tokens = tokenize(lexical_text(node, summary), cfg.lexical.tokenizer_spec)
     return {
         "id": node.node_id,
         "vector": np.asarray(vector, dtype=np.float32),
@@ -387,14 +387,14 @@ def _build(
         embedder,
         prev_vocab,
         progress,
-        tokenizer=cfg.lexical.tokenizer,
+        tokenizer=cfg.lexical.tokenizer_spec,
     )
     now = _now()
     manifest = Manifest(
         table=table_name,
         version=version,
         signature=sig.to_dict(),
-        tokenizer=cfg.lexical.tokenizer,
+        tokenizer=cfg.lexical.tokenizer_spec,
         content_chars=cfg.index.content_chars,
         nodes={n: list(h) for n, h in hashes.items()},
         kb_fingerprint=fingerprint(hashes),

@@ -13,6 +13,7 @@ saturation. At ``title_weight == 0`` it is the plain BM25 above, bit for bit.
 
 from __future__ import annotations
 
+import functools
 import io
 import itertools
 import json
@@ -29,6 +30,10 @@ import scipy.sparse as sp
 from engine.topn import top_n
 
 TOKENIZER_MODES = ("jieba-search", "jieba")
+# A tokenizer spec is a mode, plus this suffix when Latin-script words are stemmed (English
+# Snowball / Porter2). The index's manifest records the spec, so a query is never tokenized
+# differently from the chapters it is matched against.
+STEM_SUFFIX = "+stem"
 
 # Function words that carry no topic: dropped from documents and queries alike so a question
 # like "如何…？" does not rank chapters by how often they say "如何".
@@ -70,10 +75,50 @@ def warm_up() -> None:
     _jieba()
 
 
-def tokenize(text: str, mode: str = "jieba-search") -> list[str]:
-    """Segment ``text`` with jieba; lowercase; drop whitespace, punctuation and stop words."""
+def tokenizer_spec(mode: str, stem: bool) -> str:
+    """The spec ``tokenize`` takes (and a manifest records) for a mode and stemming choice."""
+    return f"{mode}{STEM_SUFFIX}" if stem else mode
+
+
+def parse_tokenizer_spec(spec: str) -> tuple[str, bool]:
+    """``"jieba-search+stem"`` -> ``("jieba-search", True)``; ValueError for an unknown spec."""
+    stem = spec.endswith(STEM_SUFFIX)
+    mode = spec[: -len(STEM_SUFFIX)] if stem else spec
     if mode not in TOKENIZER_MODES:
-        raise ValueError(f"tokenizer must be one of {', '.join(TOKENIZER_MODES)}; got {mode!r}")
+        modes = ", ".join(TOKENIZER_MODES)
+        raise ValueError(f"tokenizer must be one of {modes} (optionally +stem); got {spec!r}")
+    return mode, stem
+
+
+# Lowercased Latin-script words (ASCII and Latin-1/Extended-A/B letters) are stemmed; CJK,
+# digits and mixed tokens such as "sha256" or "k8s" are left as jieba cut them.
+_LATIN_WORD = re.compile(r"^[a-z\u00df-\u00f6\u00f8-\u00ff\u0100-\u024f]+$")
+_stem_lock = threading.Lock()
+_stemmer: Any = None
+
+
+@functools.lru_cache(maxsize=262_144)
+def stem_word(word: str) -> str:
+    """English Snowball (Porter2) stem of one lowercased word, cached: a corpus repeats its
+    words, so indexing pays the stemmer once per distinct word, not once per occurrence."""
+    global _stemmer
+    # A snowballstemmer object keeps its cursor on itself: one thread at a time (a cache miss
+    # costs microseconds, so the lock is cheap).
+    with _stem_lock:
+        if _stemmer is None:
+            import snowballstemmer
+
+            _stemmer = snowballstemmer.stemmer("english")
+        return str(_stemmer.stemWord(word))
+
+
+def tokenize(text: str, mode: str = "jieba-search") -> list[str]:
+    """Segment ``text`` with jieba; lowercase; drop whitespace, punctuation and stop words.
+
+    ``mode`` is a tokenizer spec: with the ``+stem`` suffix Latin-script words are then
+    reduced to their English stem ("databases" and "database" both give "databas").
+    """
+    mode, stem = parse_tokenizer_spec(mode)
     jieba = _jieba()
     lowered = text.lower()
     raw = jieba.cut_for_search(lowered) if mode == "jieba-search" else jieba.cut(lowered)
@@ -82,6 +127,8 @@ def tokenize(text: str, mode: str = "jieba-search") -> list[str]:
         tok = tok.strip()
         if not tok or tok in STOP_WORDS or _PUNCT_ONLY.match(tok):
             continue
+        if stem and _LATIN_WORD.match(tok):
+            tok = stem_word(tok)
         out.append(tok)
     return out
 

@@ -70,6 +70,7 @@ from engine.lexical import (
     RankBM25Reference,
     SparseBM25,
     aligned_counts,
+    parse_tokenizer_spec,
     title_tokens,
     tokenize,
     warm_up,
@@ -195,18 +196,19 @@ class IndexSnapshot:
 
     def bm25(self, cfg: LexicalConfig) -> BM25Index:
         """The BM25 index for this lexical config (memoised; k1/b re-weight shared counts)."""
-        key = (cfg.backend, cfg.tokenizer, cfg.k1, cfg.b, cfg.title_weight, cfg.title_b)
+        spec = cfg.tokenizer_spec
+        key = (cfg.backend, spec, cfg.k1, cfg.b, cfg.title_weight, cfg.title_b)
         with self._lock:
             hit = self._bm25.get(key)
             if hit is not None:
                 return hit
         params = (cfg.k1, cfg.b, cfg.title_weight, cfg.title_b)
-        if cfg.tokenizer == self.manifest.tokenizer and cfg.backend == "sparse":
+        if spec == self.manifest.tokenizer and cfg.backend == "sparse":
             built: BM25Index = self.lexical.with_params(*params)
         else:
-            docs = self._documents(cfg.tokenizer)
+            docs = self._documents(spec)
             if cfg.backend == "sparse":
-                titles = title_tokens(self._breadcrumbs(), cfg.tokenizer)
+                titles = title_tokens(self._breadcrumbs(), spec)
                 plain = SparseBM25(docs, title_tokens=titles)
                 built = plain.with_params(*params)
             else:
@@ -432,6 +434,7 @@ class Engine:
             shared.load(kb, cfg)
         engine = cls(shared, cfg)
         engine._check_signature()
+        engine._check_stemming()
         return engine
 
     def with_config(self, config: EngineConfig) -> Engine:
@@ -441,6 +444,8 @@ class Engine:
         engine = Engine(self._shared, config)
         if config.embedding != self.config.embedding:
             engine._check_signature()
+        if config.lexical.stem != self.config.lexical.stem:
+            engine._check_stemming()
         return engine
 
     @property
@@ -497,6 +502,18 @@ class Engine:
                 "run `wikirag index` to rebuild it for this embedder"
             )
 
+    def _check_stemming(self) -> None:
+        # Stemmed query tokens never match unstemmed chapter tokens (and the reverse), and the
+        # stored text is the embedded text, not the keyword text: refuse rather than re-segment.
+        have = self._shared.current().snapshot.manifest.tokenizer
+        want = self.config.lexical.tokenizer_spec
+        if parse_tokenizer_spec(have)[1] != self.config.lexical.stem:
+            raise ConfigError(
+                f"the index's keyword tokens were built with tokenizer {have!r} but the config "
+                f"uses {want!r} (lexical.stem={str(self.config.lexical.stem).lower()}); "
+                "run `wikirag index` to rebuild it with this config"
+            )
+
     def candidates(
         self,
         query: str,
@@ -528,11 +545,11 @@ class Engine:
                 cfg.expansion,
                 self._embedder() if snap.vocab is not None else None,
                 snap.vocab,
-                mode=cfg.lexical.tokenizer,
+                mode=cfg.lexical.tokenizer_spec,
             )
             timings["expand"] = _ms(t)
             t = time.perf_counter()
-            tokens = query_tokens(query, terms, cfg.lexical.tokenizer)
+            tokens = query_tokens(query, terms, cfg.lexical.tokenizer_spec)
             hits = snap.bm25(cfg.lexical).top_n(tokens, pool, mask)
             timings["bm25"] = _ms(t)
             return terms, [(snap.ids[i], s) for i, s in hits]

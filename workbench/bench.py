@@ -715,7 +715,7 @@ def run_bench(
         ref = BM25Okapi(sample_docs, k1=cfg.lexical.k1, b=cfg.lexical.b)
         agree = []
         for q in qs:
-            qt = tokenize(q, cfg.lexical.tokenizer)
+            qt = tokenize(q, cfg.lexical.tokenizer_spec)
             if not qt:
                 continue
             want = top_ids(np.asarray(ref.get_scores(qt)), sample_ids, 10, positive=True)
@@ -731,7 +731,7 @@ def run_bench(
         peer = LanceHybridPeer(root / "peer", ids, mat, tokens)
         out["peer_build_s"] = round(time.perf_counter() - t, 3)
         del mat, tokens
-        qtoks = [tokenize(q, cfg.lexical.tokenizer) for q in qs]
+        qtoks = [tokenize(q, cfg.lexical.tokenizer_spec) for q in qs]
         for q, qt in list(zip(qs, qtoks, strict=True))[:3]:
             peer.search(embedder.embed_query(q), qt)
         lat, peer_ranked, search_only = [], [], []
@@ -739,7 +739,7 @@ def run_bench(
         for q in qs:
             t = time.perf_counter()
             qv = embedder.embed_query(q)
-            qt = tokenize(q, cfg.lexical.tokenizer)
+            qt = tokenize(q, cfg.lexical.tokenizer_spec)
             t2 = time.perf_counter()
             peer_ranked.append(peer.search(qv, qt))
             t3 = time.perf_counter()

@@ -29,19 +29,25 @@ def cache_dir(ws: Workspace) -> Path:
 
 
 def index_key(cfg: EngineConfig) -> str:
-    """What the vectors and stored texts of an index depend on: embedder and embedded text."""
+    """What the vectors and stored texts of an index depend on: embedder, embedded text and
+    stemming (the stored keyword tokens)."""
     d = cfg.to_dict()
     emb = {k: d["embedding"][k] for k in ("provider", "model", "dims", "base_url")}
-    text = json.dumps({"embedding": emb, "index": d["index"]}, sort_keys=True)
+    part: dict[str, Any] = {"embedding": emb, "index": d["index"]}
+    # Only when stemming: unstemmed configs keep the keys (and side indexes) they had. The
+    # tokenizer mode alone needs no side index: an engine re-segments the stored text.
+    if cfg.lexical.stem:
+        part["lexical"] = {"stem": True}
+    text = json.dumps(part, sort_keys=True)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:10]
 
 
 def index_location(ws: Workspace, cfg: EngineConfig) -> str:
     """The workspace's index, or a side index for a config that embeds differently.
 
-    An experiment that changes the embedder or the embedded text (``embedding.*``,
-    ``index.*``) cannot be scored on the main index; it gets its own index beside it,
-    ``<index>@<key>``, built on first use.
+    An experiment that changes the embedder, the embedded text (``embedding.*``,
+    ``index.*``) or the stored keyword tokens (``lexical.stem``) cannot be scored on the
+    main index; it gets its own index beside it, ``<index>@<key>``, built on first use.
     """
     if index_key(cfg) == index_key(ws.load_config()):
         return str(ws.index)
@@ -93,7 +99,7 @@ def _ensure_side_index(
         build_index(parse_kb(ws.kb), cfg, location, progress)  # incremental: cheap if fresh
         return
     sys.stderr.write(
-        f"building a side index for this config's embedding settings at {location} "
+        f"building a side index for this config's embedding / stemming settings at {location} "
         "(first use only)\n"
     )
     if progress is not None:

@@ -10,14 +10,17 @@ from hypothesis import strategies as st
 from rank_bm25 import BM25Okapi
 
 from engine.lexical import (
+    TOKENIZER_MODES,
     BatchScorer,
     BM25Params,
     RankBM25Reference,
     SparseBM25,
     aligned_counts,
     make_bm25,
+    parse_tokenizer_spec,
     title_tokens,
     tokenize,
+    tokenizer_spec,
 )
 
 CORPUS = [
@@ -289,3 +292,61 @@ def test_batch_scorer_equals_the_per_query_scorer(params: BM25Params) -> None:
     for allowed in (None, mask):
         got = batch.top_n(params, 10, allowed)
         assert got == [single.top_n(q, 10, allowed) for q in queries]
+
+
+def _tokenize_before_stemming(text: str, mode: str) -> list[str]:
+    """``tokenize`` as it was before the ``+stem`` spec (copied), the unstemmed reference."""
+    import jieba
+
+    from engine.lexical import _PUNCT_ONLY, STOP_WORDS
+
+    lowered = text.lower()
+    raw = jieba.cut_for_search(lowered) if mode == "jieba-search" else jieba.cut(lowered)
+    out = []
+    for tok in raw:
+        tok = tok.strip()
+        if not tok or tok in STOP_WORDS or _PUNCT_ONLY.match(tok):
+            continue
+        out.append(tok)
+    return out
+
+
+def test_stemming_maps_inflections_to_one_token() -> None:
+    spec = tokenizer_spec("jieba-search", stem=True)
+    assert spec == "jieba-search+stem"
+    assert tokenize("databases", spec) == tokenize("database", spec) == ["databas"]
+    assert tokenize("running", spec) == tokenize("run", spec) == tokenize("runs", spec) == ["run"]
+    assert tokenize("Deploying the deployments", spec) == ["deploy", "deploy"]
+    # Unstemmed, the inflections stay apart (the reason for stemming).
+    assert tokenize("databases") != tokenize("database")
+
+
+def test_stemming_leaves_chinese_digits_and_mixed_tokens_alone() -> None:
+    text = "数据库的备份策略 sha256 k8s 2024 中华人民共和国"
+    assert tokenize(text, "jieba-search+stem") == tokenize(text, "jieba-search")
+    mixed = tokenize("重排 databases 配置", "jieba+stem")
+    assert mixed == ["重排", "databas", "配置"]
+
+
+def test_stem_off_reproduces_the_unstemmed_tokens_exactly() -> None:
+    from pathlib import Path
+
+    files = sorted((Path(__file__).parents[2] / "wiki").rglob("*.md"))[:40]
+    assert files, "the bundled wiki is part of the repository"
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        for mode in TOKENIZER_MODES:
+            assert tokenize(text, mode) == _tokenize_before_stemming(text, mode), path
+
+
+def test_tokenizer_spec_parses_back_and_matches_the_config_property() -> None:
+    from engine.config import EngineConfig
+
+    for mode in TOKENIZER_MODES:
+        for stem in (False, True):
+            spec = tokenizer_spec(mode, stem)
+            assert parse_tokenizer_spec(spec) == (mode, stem)
+            cfg = EngineConfig().with_overrides({"lexical.tokenizer": mode, "lexical.stem": stem})
+            assert cfg.lexical.tokenizer_spec == spec
+    with pytest.raises(ValueError, match="optionally \\+stem"):
+        parse_tokenizer_spec("whitespace+stem")

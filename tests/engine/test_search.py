@@ -399,3 +399,34 @@ def test_title_weight_reweights_stored_counts_without_reindexing(built: tuple[Pa
     c = ref.candidates("切块", pool=20, mode="keyword").bm25
     assert [n for n, _ in a] == [n for n, _ in c]
     np.testing.assert_allclose([s for _, s in a], [s for _, s in c], rtol=1e-9)
+
+
+STEM_KB = {
+    "ops.md": "# Operations\n\n## Backups\n\nEach database is backed up nightly.\n\n"
+    "## Jobs\n\nA job runs every hour.\n",
+}
+
+
+def test_a_stemmed_index_matches_inflected_queries(tmp_path: Path) -> None:
+    kb_dir = write_kb(tmp_path / "kb", STEM_KB)
+    cfg = HASH_CFG.with_overrides({"lexical.stem": True})
+    build_index(parse_kb(kb_dir), cfg, str(tmp_path / "idx"))
+    eng = Engine.open(kb_dir, tmp_path / "idx", cfg)
+    assert eng._shared.current().snapshot.manifest.tokenizer == "jieba-search+stem"
+    hits = eng.candidates("databases", pool=5, mode="keyword").bm25
+    assert [nid for nid, _ in hits] == ["ops#operations/backups"]
+    hits = eng.candidates("running jobs", pool=5, mode="keyword").bm25
+    assert [nid for nid, _ in hits] == ["ops#operations/jobs"]
+
+
+def test_stemming_config_and_index_mismatch_is_refused(
+    built: tuple[Path, Path], engine: Engine
+) -> None:
+    kb_dir, idx = built
+    stem = HASH_CFG.with_overrides({"lexical.stem": True})
+    with pytest.raises(ConfigError, match=r"tokenizer 'jieba-search'.*run `wikirag index`"):
+        Engine.open(kb_dir, idx, stem)
+    with pytest.raises(ConfigError, match=r"lexical.stem=true"):
+        engine.with_config(stem)
+    # Other lexical changes still share the index (k1/b re-weight stored counts).
+    assert engine.with_config(HASH_CFG.with_overrides({"lexical.k1": 1.2})) is not None

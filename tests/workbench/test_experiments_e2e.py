@@ -92,3 +92,23 @@ def test_experiment_names_the_queries_it_improved_and_regressed(ws) -> None:
             assert {"id", "query", "delta"} <= set(row) and row["delta"] * sign > 0
     rec = ExperimentStore(ws.experiments).load_records()[-1]
     assert rec["queries"] == moves
+
+
+def test_stemming_is_index_affecting_and_gets_a_side_index(ws) -> None:
+    from workbench.catalog import needs_reindex
+    from workbench.engines import index_key
+    from workbench.evaluate import retrieval_key
+
+    stem = HASH_CFG.with_overrides({"lexical.stem": True})
+    assert needs_reindex({"lexical.stem": True})
+    assert not needs_reindex({"lexical.k1": 1.2, "lexical.title_weight": 1.0})
+    assert index_key(stem) != index_key(HASH_CFG)
+    assert retrieval_key(stem, "x") != retrieval_key(HASH_CFG, "x")
+    # Scoring-only lexical keys keep the main index.
+    assert index_location(ws, HASH_CFG.with_overrides({"lexical.k1": 1.2})) == str(ws.index)
+    side = index_location(ws, stem)
+    assert side.startswith(str(ws.index) + "@")
+    eng = open_engine(ws, stem, side_index=True)
+    assert eng._shared.current().snapshot.manifest.tokenizer == "jieba-search+stem"
+    res = run_experiment(ws, lambda c: evaluator(ws, c), {"lexical.stem": True})
+    assert res.cand_hash == stem.hash
