@@ -99,9 +99,12 @@ _stemmer: Any = None
 
 @functools.lru_cache(maxsize=262_144)
 def stem_word(word: str) -> str:
-    """English Snowball (Porter2) stem of one lowercased word, cached: a corpus repeats its
-    words, so indexing pays the stemmer once per distinct word, not once per occurrence."""
+    """English Snowball (Porter2) stem of a lowercased Latin-script word; any other token
+    (Chinese, digits, "sha256") unchanged. Cached: a corpus repeats its tokens, so indexing
+    pays the regex and the stemmer once per distinct token, then one dict lookup each."""
     global _stemmer
+    if not _LATIN_WORD.match(word):
+        return word
     # A snowballstemmer object keeps its cursor on itself: one thread at a time (a cache miss
     # costs microseconds, so the lock is cheap).
     with _stem_lock:
@@ -127,7 +130,7 @@ def tokenize(text: str, mode: str = "jieba-search") -> list[str]:
         tok = tok.strip()
         if not tok or tok in STOP_WORDS or _PUNCT_ONLY.match(tok):
             continue
-        if stem and _LATIN_WORD.match(tok):
+        if stem:
             tok = stem_word(tok)
         out.append(tok)
     return out
