@@ -258,3 +258,19 @@ def test_use_summaries_without_a_cache_warns(kb_dir: Path, tmp_path: Path) -> No
     cfg = HASH_CFG.with_overrides({"index.use_summaries": True})
     report = build_index(parse_kb(kb_dir), cfg, str(tmp_path / "idx"), embedder=CountingEmbedder())
     assert any("use_summaries is on" in w for w in report.warnings)
+
+
+def test_turning_stemming_on_retokenizes_every_row_without_re_embedding(
+    kb_dir: Path, tmp_path: Path
+) -> None:
+    idx = tmp_path / "idx"
+    build_index(parse_kb(kb_dir), HASH_CFG, str(idx), embedder=CountingEmbedder())
+    stem = HASH_CFG.with_overrides({"lexical.stem": True})
+    emb = CountingEmbedder()
+    report = build_index(parse_kb(kb_dir), stem, str(idx), embedder=emb)
+    n = len(parse_kb(kb_dir).nodes)
+    assert (report.updated, report.embedded) == (n, 0)  # the embedded text did not change
+    assert emb.chapter_texts == []
+    manifest = read_manifest(Location(str(idx), None))
+    assert manifest is not None and manifest.tokenizer == "jieba-search+stem"
+    Engine.open(kb_dir, idx, stem)  # the engine accepts the rebuilt index
