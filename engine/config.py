@@ -70,6 +70,9 @@ class LexicalConfig:
     # English (Snowball / Porter2) stemming of Latin-script words, so "databases" matches
     # "database"; Chinese tokens are untouched. Changes the stored tokens: a re-index (the
     # manifest records the tokenizer spec, and an engine refuses an index built otherwise).
+    # Off by default: it raised hybrid MRR on an English handbook set (0.678 -> 0.701) but
+    # lowered it on the mixed wiki (0.689 -> 0.656), neither significant per query, and
+    # Chinese sets are unchanged (benchmarks/bench_stemming.py; the README's lexical section).
     stem: bool = False
 
     @property
