@@ -98,9 +98,9 @@ class ChannelBank:
 
     def tokens(self, cfg: EngineConfig) -> list[list[str]]:
         """What the BM25 channel scores per item: query and expansion terms, segmented once."""
-        key = _expansion_key(cfg) + cfg.lexical.tokenizer
+        key = _expansion_key(cfg) + cfg.lexical.tokenizer_spec
         if key not in self._tokens:
-            tok = cfg.lexical.tokenizer
+            tok = cfg.lexical.tokenizer_spec
             terms = self.terms(cfg)
             self._tokens[key] = [
                 query_tokens(it.query, t, tok) for it, t in zip(self.items, terms, strict=True)
@@ -135,7 +135,7 @@ def _lexical_key(cfg: EngineConfig) -> str:
 def _expansion_key(cfg: EngineConfig) -> str:
     if not cfg.expansion.enabled or cfg.expansion.max_terms <= 0:
         return "off"
-    return json.dumps([asdict(cfg.expansion), cfg.lexical.tokenizer], sort_keys=True)
+    return json.dumps([asdict(cfg.expansion), cfg.lexical.tokenizer_spec], sort_keys=True)
 
 
 @dataclass

@@ -86,3 +86,25 @@ def test_bm25_settings_reuse_the_vector_channel(setup) -> None:
         scorer.per_query(HASH_CFG.with_overrides({"lexical.k1": k1, "search.mode": "keyword"}))
     scorer.per_query(HASH_CFG.with_overrides({"expansion.enabled": False}))
     assert cache.misses == misses  # no retrieval at all for BM25 or expansion-off trials
+
+
+def test_trial_values_on_a_stemmed_index_equal_a_full_evaluation(setup, tmp_path) -> None:
+    from engine.indexer import build_index
+    from engine.tree import parse_kb
+
+    _, gs, (kb, _) = setup
+    stem = HASH_CFG.with_overrides({"lexical.stem": True})
+    index = tmp_path / "stemmed"
+    build_index(parse_kb(kb), stem, str(index))
+    engine = Engine.open(kb, index, stem)
+    items = gs.answerable("tune")
+    bank = ChannelBank(Evaluator(engine, EvalCache()), stem, items, depth=100)
+    scorer = TrialScorer(bank, make_folds([i.id for i in items], 3, seed=0))
+    # Query tokens are stemmed like the index's ("retrieval pipeline" in the filler)...
+    cfg = stem.with_overrides({"search.mode": "keyword", "lexical.k1": 0.9})
+    assert all("retriev" in toks and "retrieval" not in toks for toks in bank.tokens(cfg))
+    # ...so a BM25-only trial equals a live evaluation.
+    run = Evaluator(Engine.open(kb, index, cfg), EvalCache()).run(
+        gs, cfg, modes=["keyword"], split="tune"
+    )
+    assert scorer.per_query(cfg) == {q: m["mrr"] for q, m in run.per_query("keyword").items()}
