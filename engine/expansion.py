@@ -13,7 +13,7 @@ import io
 import json
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -108,8 +108,22 @@ def vocabulary_terms(
     df: Counter[str] = Counter()
     for doc in docs_tokens:
         df.update({t for t in doc if is_vocab_term(t)})
-    keep = {t: n for t, n in df.items() if n >= min_docs}
-    top = max(df.values(), default=0) + 1
+    return vocabulary_from_df(df, always, min_docs=min_docs, cap=cap)
+
+
+def vocabulary_from_df(
+    df: Mapping[str, int],
+    always: Iterable[str] = (),
+    *,
+    min_docs: int = MIN_TERM_DOCS,
+    cap: int = DEFAULT_VOCAB_CAP,
+) -> list[str]:
+    """``vocabulary_terms`` from document frequencies already counted (e.g. a BM25 matrix).
+
+    Terms that are not vocabulary terms (``is_vocab_term``) are ignored, whatever their df.
+    """
+    keep = {t: n for t, n in df.items() if n >= min_docs and n > 0 and is_vocab_term(t)}
+    top = max((n for t, n in df.items() if is_vocab_term(t)), default=0) + 1
     for t in always:
         if is_vocab_term(t):
             keep[t] = top

@@ -266,6 +266,60 @@ def _field_weights(
     return pseudo
 
 
+def replace_rows(
+    ids: Sequence[str],
+    counts: sp.csr_matrix,
+    terms: Sequence[str],
+    drop: Iterable[str],
+    new_ids: Sequence[str],
+    new_counts: sp.csr_matrix,
+    new_terms: Sequence[str],
+) -> tuple[list[str], sp.csr_matrix, list[str]]:
+    """Update a count matrix whose rows are sorted ``ids``: rows in ``drop`` go, new rows come.
+
+    Returns (ids, counts, terms) with rows in id order and every term that no row uses any
+    more dropped, so the BM25 statistics (N, df, avgdl, mean idf) equal those of a matrix
+    counted from scratch over the same documents; only the column order may differ.
+    Costs one pass over the matrix, not a re-tokenization of the corpus.
+    """
+    gone = set(drop)
+    if new_counts.shape[0] != len(new_ids):
+        raise ValueError(f"{new_counts.shape[0]} count rows for {len(new_ids)} new ids")
+    keep = np.fromiter((i not in gone for i in ids), dtype=bool, count=len(ids))
+    kept_ids = [i for i, k in zip(ids, keep, strict=True) if k]
+    merged = kept_ids + list(new_ids)
+    if len(set(new_ids)) != len(new_ids) or len(set(merged)) != len(merged):
+        raise ValueError("a new row's id is already in the matrix; drop it first")
+    all_terms = list(terms)
+    index = {t: i for i, t in enumerate(all_terms)}
+    for t in new_terms:
+        if t not in index:
+            index[t] = len(all_terms)
+            all_terms.append(t)
+    width = len(all_terms)
+    old = counts if keep.all() else counts[np.flatnonzero(keep)]
+    old = sp.csr_matrix((old.data, old.indices, old.indptr), shape=(old.shape[0], width))
+    col = np.array([index[t] for t in new_terms], dtype=np.int64)
+    nc = new_counts.tocsr()
+    new = sp.csr_matrix(
+        (nc.data, col[nc.indices] if len(col) else nc.indices, nc.indptr),
+        shape=(nc.shape[0], width),
+    )
+    stacked = sp.vstack([old, new], format="csr")
+    order = sorted(range(len(merged)), key=merged.__getitem__)  # timsort: sorted runs are cheap
+    out = stacked[np.array(order, dtype=np.int64)] if order != list(range(len(merged))) else stacked
+    df = np.bincount(out.indices, minlength=width)
+    if (df == 0).any():
+        used = df > 0
+        new_col = np.cumsum(used) - 1
+        out = sp.csr_matrix(
+            (out.data, new_col[out.indices], out.indptr), shape=(out.shape[0], int(used.sum()))
+        )
+        all_terms = [t for t, u in zip(all_terms, used, strict=True) if u]
+    out.sort_indices()
+    return [merged[i] for i in order], out, all_terms
+
+
 class SparseBM25:
     """BM25Okapi scores (rank_bm25 0.2.2 formulas) from a sparse term-document matrix.
 

@@ -257,6 +257,23 @@ class Store:
             )
 
     @staticmethod
+    def add_columns(tbl: Any, columns: pa.Table, vectors: np.ndarray) -> None:
+        """Append rows given as every column but "vector" plus a (rows, dims) matrix."""
+        if columns.num_rows:
+            tbl.add(with_vectors(columns, vectors, tbl.schema))
+
+    @staticmethod
+    def upsert_columns(tbl: Any, columns: pa.Table, vectors: np.ndarray) -> None:
+        """``upsert`` for rows given as in ``add_columns``."""
+        if columns.num_rows:
+            (
+                tbl.merge_insert("id")
+                .when_matched_update_all()
+                .when_not_matched_insert_all()
+                .execute(with_vectors(columns, vectors, tbl.schema))
+            )
+
+    @staticmethod
     def delete_ids(tbl: Any, ids: Iterable[str], chunk: int = 500) -> None:
         todo = list(ids)
         for start in range(0, len(todo), chunk):
@@ -333,6 +350,18 @@ def _skip_shadowed_datasets() -> None:
     registered = getattr(importlib.import_module("lancedb.scannable"), "_registered_modules", None)
     if isinstance(registered, set):
         registered.add("datasets")
+
+
+def with_vectors(columns: pa.Table, vectors: np.ndarray, schema: pa.Schema) -> pa.Table:
+    """The table of ``schema`` from its non-vector ``columns`` and a float32 vector matrix."""
+    _skip_shadowed_datasets()
+    if len(vectors) != columns.num_rows:
+        raise ValueError(f"{len(vectors)} vectors for {columns.num_rows} rows")
+    dims = schema.field("vector").type.list_size
+    mat = np.ascontiguousarray(vectors, dtype=np.float32).reshape(columns.num_rows, dims)
+    vec = pa.FixedSizeListArray.from_arrays(pa.array(mat.ravel(), pa.float32()), dims)
+    cols = [vec if f.name == "vector" else columns.column(f.name).cast(f.type) for f in schema]
+    return pa.Table.from_arrays(cols, schema=schema)
 
 
 def _to_arrow(rows: Sequence[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:

@@ -18,6 +18,7 @@ Node id scheme (stable across re-indexing and edits inside a chapter):
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import hashlib
 import itertools
@@ -28,7 +29,7 @@ import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 from markdown_it import MarkdownIt
@@ -106,6 +107,17 @@ class Document:
     frontmatter: dict[str, Any]
     nodes: tuple[Node, ...]  # document order; nodes[0] is the document node
     problems: tuple[Problem, ...] = ()
+    # Hash of the file's bytes: an index reuses the node hashes of a file whose bytes it has
+    # seen before, so an update costs in proportion to the files that changed.
+    source_hash: str = ""
+
+
+class DocumentSource(Protocol):
+    """Where ``parse_kb`` gets documents of unchanged files (see engine/parse_cache.py)."""
+
+    def document(self, path: Path, rel_path: str) -> Document: ...
+
+    def keep_only(self, rel_paths: set[str]) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -465,6 +477,21 @@ def parse_document(text_or_bytes: str | bytes, rel_path: str) -> Document:
     error problem; ``parse_kb`` leaves such files out.
     """
     rel_path = PurePosixPath(rel_path).as_posix()
+    raw = (
+        text_or_bytes
+        if isinstance(text_or_bytes, bytes)
+        else text_or_bytes.encode("utf-8", "replace")
+    )
+    doc = _parse_text(text_or_bytes, rel_path)
+    return dataclasses.replace(doc, source_hash=source_hash(raw))
+
+
+def source_hash(data: bytes) -> str:
+    """The hash a ``Document`` records of its file's bytes."""
+    return hashlib.sha256(data).hexdigest()[:HASH_HEX]
+
+
+def _parse_text(text_or_bytes: str | bytes, rel_path: str) -> Document:
     if isinstance(text_or_bytes, bytes):
         text, problems = decode_markdown(text_or_bytes, rel_path)
     elif "\x00" in text_or_bytes:
@@ -640,10 +667,16 @@ def markdown_files(root: str | Path) -> list[Path]:
     return [p for _, p in sorted(found)]
 
 
-def parse_kb(root: str | Path, progress: Callable[[int, int], None] | None = None) -> KnowledgeBase:
+def parse_kb(
+    root: str | Path,
+    progress: Callable[[int, int], None] | None = None,
+    cache: DocumentSource | None = None,
+) -> KnowledgeBase:
     """Parse every Markdown file of a KB folder. Bad files become problems, never errors.
 
-    ``progress(done, total)`` is called after each file.
+    ``progress(done, total)`` is called after each file. ``cache`` (an
+    ``engine.parse_cache.ParseCache``) returns the documents of unchanged files without
+    parsing them again.
     """
     root_path = Path(root)
     if not root_path.is_dir():
@@ -654,7 +687,7 @@ def parse_kb(root: str | Path, progress: Callable[[int, int], None] | None = Non
     for i, path in enumerate(files, start=1):
         rel = path.relative_to(root_path).as_posix()
         try:
-            data = path.read_bytes()
+            doc = cache.document(path, rel) if cache else parse_document(path.read_bytes(), rel)
         except OSError as exc:
             problems.append(
                 Problem(
@@ -666,10 +699,11 @@ def parse_kb(root: str | Path, progress: Callable[[int, int], None] | None = Non
                 )
             )
         else:
-            doc = parse_document(data, rel)
             problems.extend(doc.problems)
             if not any(p.severity == "error" for p in doc.problems):
                 documents.append(doc)
         if progress is not None:
             progress(i, len(files))
+    if cache is not None:
+        cache.keep_only({d.file_path for d in documents})
     return KnowledgeBase(root=str(root_path), documents=tuple(documents), problems=tuple(problems))

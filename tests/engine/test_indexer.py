@@ -46,7 +46,13 @@ def test_first_build_is_full_and_writes_manifest_and_caches(kb_dir: Path, tmp_pa
     assert m.signature == {"provider": "hash", "model": "char-ngram-1-3-crc32-v1", "dims": 256}
     assert len(m.nodes) == N_NODES and m.tokenizer == "jieba-search"
     files = Location(str(tmp_path / "idx")).names()
-    assert set(files) == {MANIFEST, m.lexical_file, m.vocab_terms_file, m.vocab_vectors_file}
+    assert set(files) == {
+        MANIFEST,
+        m.lexical_file,
+        m.crumbs_file,
+        m.vocab_terms_file,
+        m.vocab_vectors_file,
+    }
 
 
 def test_embedded_text_layout(kb_dir: Path) -> None:
