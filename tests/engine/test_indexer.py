@@ -280,3 +280,126 @@ def test_turning_stemming_on_retokenizes_every_row_without_re_embedding(
     manifest = read_manifest(Location(str(idx), None))
     assert manifest is not None and manifest.tokenizer == "jieba-search+stem"
     Engine.open(kb_dir, idx, stem)  # the engine accepts the rebuilt index
+
+
+def _index_contents(idx: Path) -> dict:
+    """What an index holds, independent of how it was built (table names, versions, column
+    order of the BM25 matrix)."""
+    from engine.indexer import split_lexical_payload
+    from engine.lexical import SparseBM25
+
+    loc = Location(str(idx))
+    m = read_manifest(loc)
+    assert m is not None
+    tbl = Store(str(idx)).open_table(m.table, m.version)
+    rows = sorted(
+        Store.read(
+            tbl, ["id", "tokens", "text", "content_hash", "row_hash", "keywords"]
+        ).to_pylist(),
+        key=lambda r: r["id"],
+    )
+    ids, body = split_lexical_payload(loc.read_bytes(m.lexical_file))
+    bm = SparseBM25.from_bytes(body, k1=1.5, b=0.75)
+    queries = [["重排", "延迟"], ["召回率"], ["切块", "标题"], ["常见问题", "每晚"], ["mrr"]]
+    return {
+        "rows": rows,
+        "nodes": m.nodes,
+        "ids": ids,
+        "terms": sorted(bm.terms),
+        "scores": [bm.get_scores(q) for q in queries],
+        "vocab": json.loads(loc.read_text(m.vocab_terms_file))["terms"],
+        "title_terms": m.title_terms,
+        "files": m.files,
+    }
+
+
+def _assert_same_index(a: dict, b: dict) -> None:
+    import numpy as np
+
+    for key in ("rows", "nodes", "ids", "terms", "vocab", "title_terms", "files"):
+        assert a[key] == b[key], key
+    for sa, sb in zip(a["scores"], b["scores"], strict=True):
+        np.testing.assert_allclose(sa, sb, rtol=1e-12, atol=1e-12)
+
+
+def test_incremental_update_equals_a_full_rebuild(
+    kb_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import engine.indexer as indexer
+
+    idx = tmp_path / "idx"
+    _build(kb_dir, idx)
+    recounted: list[str] = []
+    real = indexer._lexical_from_table
+    monkeypatch.setattr(
+        indexer, "_lexical_from_table", lambda *a: recounted.append("x") or real(*a)
+    )
+    # An edited chapter, a renamed heading, new keywords, a new file, a deleted file.
+    p = kb_dir / "retrieval/rerank.md"
+    text = p.read_text().replace("候选数不宜超过 35。", "候选数不宜超过 20。")
+    p.write_text(text.replace("## 交叉编码器", "## 双塔与交叉编码器"), "utf-8")
+    q = kb_dir / "rag/chunking.md"
+    q.write_text(q.read_text().replace("keywords: [切块, chunking]", "keywords: [分块]"), "utf-8")
+    (kb_dir / "faq.md").write_text("# 常见问题\n\n索引多久更新一次？每晚。\n", "utf-8")
+    (kb_dir / "evaluation/metrics.md").unlink()
+    report = _build(kb_dir, idx)
+    assert not report.full_rebuild and report.removed == 5 and report.added == 3
+    _build(kb_dir, tmp_path / "fresh")
+    _assert_same_index(_index_contents(idx), _index_contents(tmp_path / "fresh"))
+    # ... and again after a second update on top of the first.
+    (kb_dir / "faq.md").unlink()
+    _build(kb_dir, idx)
+    _build(kb_dir, tmp_path / "fresh2")
+    _assert_same_index(_index_contents(idx), _index_contents(tmp_path / "fresh2"))
+    assert recounted == []  # the counts were patched, not recounted from the table
+
+
+def test_unchanged_files_are_not_hashed_again(
+    kb_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import engine.indexer as indexer
+
+    _build(kb_dir, tmp_path / "idx")
+    p = kb_dir / "rag/chunking.md"
+    p.write_text(p.read_text() + "\n补充。\n", "utf-8")
+    hashed: list[str] = []
+    real = indexer.node_hashes
+    monkeypatch.setattr(
+        indexer, "node_hashes", lambda n, *a, **k: hashed.append(n.node_id) or real(n, *a, **k)
+    )
+    report = _build(kb_dir, tmp_path / "idx")
+    assert report.updated == 1
+    assert sorted(hashed) == sorted(n for n in parse_kb(kb_dir).nodes if n.startswith("rag/"))
+
+
+def test_index_written_before_update_caches_is_updated_by_recounting(
+    kb_dir: Path, tmp_path: Path
+) -> None:
+    from dataclasses import replace
+
+    idx = tmp_path / "idx"
+    _build(kb_dir, idx)
+    loc = Location(str(idx))
+    m = read_manifest(loc)
+    loc.write_text(MANIFEST, replace(m, title_terms=None, files={}, hash_context="").to_json())
+    (kb_dir / "faq.md").write_text("# 常见问题\n\n索引多久更新一次？每晚。\n", "utf-8")
+    report = _build(kb_dir, idx)
+    assert not report.full_rebuild and report.added == 2 and report.embedded == 2
+    _build(kb_dir, tmp_path / "fresh")
+    _assert_same_index(_index_contents(idx), _index_contents(tmp_path / "fresh"))
+
+
+@pytest.mark.slow
+def test_worker_processes_build_the_same_index(
+    kb_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import engine.indexer as indexer
+
+    monkeypatch.setattr(indexer, "ROW_BATCH", 5)  # 3 batches over 2 workers: order matters
+    build_index(
+        parse_kb(kb_dir), HASH_CFG, str(tmp_path / "one"), embedder=CountingEmbedder(), workers=1
+    )
+    build_index(
+        parse_kb(kb_dir), HASH_CFG, str(tmp_path / "two"), embedder=CountingEmbedder(), workers=2
+    )
+    _assert_same_index(_index_contents(tmp_path / "one"), _index_contents(tmp_path / "two"))

@@ -16,8 +16,10 @@ from engine.lexical import (
     RankBM25Reference,
     SparseBM25,
     aligned_counts,
+    count_matrix,
     make_bm25,
     parse_tokenizer_spec,
+    replace_rows,
     title_tokens,
     tokenize,
     tokenizer_spec,
@@ -350,3 +352,38 @@ def test_tokenizer_spec_parses_back_and_matches_the_config_property() -> None:
             assert cfg.lexical.tokenizer_spec == spec
     with pytest.raises(ValueError, match="optionally \\+stem"):
         parse_tokenizer_spec("whitespace+stem")
+
+
+def _bm25_of(ids: list[str], docs: dict[str, list[str]]) -> SparseBM25:
+    counts, terms = count_matrix(docs[i] for i in ids)
+    return SparseBM25(counts=counts, terms=terms)
+
+
+def test_replace_rows_gives_the_scores_of_a_recount() -> None:
+    rng = random.Random(5)
+    words = [f"w{i}" for i in range(40)] + ["检索", "召回", "重排"]
+    docs = {f"d{i:03d}": rng.choices(words, k=rng.randint(0, 12)) for i in range(60)}
+    ids = sorted(docs)
+    before = _bm25_of(ids, docs)
+    drop = ["d003", "d010", "d059"]  # d010 comes back with new text; the others go
+    fresh = {"d010": ["全新", "检索"], "d100": ["w1", "w1", "独有"], "a000": []}
+    new_ids = list(fresh)
+    new_counts, new_terms = count_matrix(fresh[i] for i in new_ids)
+    got_ids, counts, terms = replace_rows(
+        ids, before.counts, before.terms, drop, new_ids, new_counts, new_terms
+    )
+    after_docs = {k: v for k, v in docs.items() if k not in drop} | fresh
+    want_ids = sorted(after_docs)
+    assert got_ids == want_ids
+    want = _bm25_of(want_ids, after_docs)
+    got = SparseBM25(counts=counts, terms=terms)
+    assert sorted(got.terms) == sorted(want.terms)  # words only d003/d059 used are gone
+    for q in (["检索"], ["w1", "独有"], ["全新", "w7", "w7"], ["召回", "重排"]):
+        np.testing.assert_allclose(got.get_scores(q), want.get_scores(q), rtol=1e-12)
+
+
+def test_replace_rows_rejects_an_id_that_is_still_there() -> None:
+    counts, terms = count_matrix([["a"], ["b"]])
+    new, new_terms = count_matrix([["c"]])
+    with pytest.raises(ValueError, match="already in the matrix"):
+        replace_rows(["x", "y"], counts, terms, [], ["y"], new, new_terms)
