@@ -75,6 +75,7 @@ from engine.lexical import (
     tokenize,
     warm_up,
 )
+from engine.parse_cache import ParseCache
 from engine.pipeline import Candidates, Ranked, compose, pool_size
 from engine.store import FILTER_KEYS, META_COLUMNS, Location, Store, filter_sql, vectors_of
 from engine.topn import top_n
@@ -330,6 +331,8 @@ class _Shared:
         self.embedders: dict[Any, Embedder] = {}
         self.rerankers: dict[Any, Reranker | None] = {}
         self._executor: ThreadPoolExecutor | None = None
+        # Re-parsing the KB for a refresh or rebuild parses only the files that changed.
+        self.parse_cache = ParseCache()
 
     @property
     def store(self) -> Store:
@@ -397,8 +400,9 @@ class Engine:
         """Parse the KB folder and open its index (IndexMissingError if there is none)."""
         from engine.tree import parse_kb
 
-        kb = parse_kb(kb_dir)
-        return cls.from_kb(
+        cache = ParseCache()
+        kb = parse_kb(kb_dir, cache=cache)
+        engine = cls.from_kb(
             kb,
             index_uri,
             config,
@@ -408,6 +412,8 @@ class Engine:
             vector_backend=vector_backend,
             kb_dir=str(kb_dir),
         )
+        engine._shared.parse_cache = cache
+        return engine
 
     @classmethod
     def from_kb(
@@ -826,7 +832,7 @@ class Engine:
             if reparse_kb and self._shared.kb_dir:
                 from engine.tree import parse_kb
 
-                kb = parse_kb(self._shared.kb_dir)
+                kb = parse_kb(self._shared.kb_dir, cache=self._shared.parse_cache)
             if m is not None and m.build_id == current.snapshot.manifest.build_id:
                 if kb is not current.kb:
                     fresh = freshness(kb, self.config, current.snapshot.manifest)
@@ -852,7 +858,7 @@ class Engine:
                 if self._shared.kb_dir:
                     from engine.tree import parse_kb
 
-                    kb = parse_kb(self._shared.kb_dir)
+                    kb = parse_kb(self._shared.kb_dir, cache=self._shared.parse_cache)
                 else:
                     kb = self._shared.current().kb
             report = build_index(

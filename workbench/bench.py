@@ -23,11 +23,13 @@ what the evaluator does without model calls: 1,000 queries, an experiment, a 25-
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import random
 import re
 import resource
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -466,6 +468,7 @@ def run_bench(
     from engine.expansion import embed_vocabulary
     from engine.indexer import build_index, embed_text, read_manifest
     from engine.lexical import tokenize
+    from engine.parse_cache import ParseCache
     from engine.search import Engine
     from engine.store import Location, Store, vectors_of
     from engine.tree import parse_kb
@@ -499,7 +502,9 @@ def run_bench(
                 notes.append(f"only the first {n_files} Markdown files (path order) of {kb}")
         t = time.perf_counter()
         pbar = bar("parse", 0)
-        kbase = parse_kb(kb_dir)
+        # The cache a long-running engine (or `wikirag index`, on disk) keeps between parses.
+        parse_cache = ParseCache()
+        kbase = parse_kb(kb_dir, cache=parse_cache)
         pbar.close()
         out["parse_s"] = round(time.perf_counter() - t, 3)
         nodes = list(kbase.nodes.values())
@@ -555,9 +560,14 @@ def run_bench(
 
         say("bench: incremental index (one file edited)")
         edited = _edit_one_file(kb_dir, kbase)
+        parse_cache.reset_counts()
         t = time.perf_counter()
-        kb2 = parse_kb(kb_dir)
+        kb2 = parse_kb(kb_dir, cache=parse_cache)
         out["parse_incremental_s"] = round(time.perf_counter() - t, 3)
+        out["parse_incremental_files"] = {
+            "parsed": parse_cache.parsed,
+            "reused": parse_cache.reused,
+        }
         del kbase
         t = time.perf_counter()
         rep2 = build_index(kb2, cfg, str(idx), embedder=embedder)
@@ -757,6 +767,11 @@ def run_bench(
         del peer
         if rescore_dataset is not None:
             out.update(bench_rescoring(engine, rescore_dataset, cfg, root / "rescore", log=say))
+        say("bench: serving memory (a fresh process opens the index and answers queries)")
+        try:
+            out.update(serving_probe(cfg, kb_dir, idx, qs, root / "serving"))
+        except (OSError, ValueError, subprocess.SubprocessError) as exc:
+            notes.append(f"serving_rss_mb not measured: {exc}")
         out["rss_mb_by_stage"] = rss
         out["peak_rss_mb"] = peak_rss_mb()
         out["targets"] = targets(out)
@@ -768,6 +783,64 @@ def run_bench(
     finally:
         if not keep:
             shutil.rmtree(root, ignore_errors=True)
+
+
+_SERVING_PROBE = """
+import json, resource, statistics, sys, time
+from engine.config import EngineConfig
+from engine.search import Engine
+args = json.loads(open(sys.argv[1], encoding="utf-8").read())
+cfg = EngineConfig.from_yaml(args["config"]) if args["config"] else EngineConfig()
+t = time.perf_counter()
+engine = Engine.open(args["kb"], args["index"], cfg)
+open_s = time.perf_counter() - t
+engine.warm_up()
+lat = []
+for q in args["queries"]:
+    t = time.perf_counter()
+    engine.search(q, mode="hybrid", rerank=False)
+    lat.append((time.perf_counter() - t) * 1000)
+print(json.dumps({"open_s": open_s, "lat": lat,
+                  "rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+"""
+
+
+def serving_probe(
+    cfg: EngineConfig, kb_dir: Path, index: Path, queries: Sequence[str], work: Path
+) -> dict[str, Any]:
+    """Peak RSS and hybrid latency of a fresh process that opens the index and answers
+    ``queries`` (the KB parsed, the snapshot loaded, models warm): what serving costs."""
+    work.mkdir(parents=True, exist_ok=True)
+    args = work / "args.json"
+    args.write_text(
+        json.dumps(
+            {
+                "config": cfg.to_yaml(),
+                "kb": str(kb_dir),
+                "index": str(index),
+                "queries": list(queries),
+            },
+            ensure_ascii=False,
+        ),
+        encoding="utf-8",
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", _SERVING_PROBE, str(args)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=3600,
+    )
+    if proc.returncode != 0:
+        raise ValueError(f"the serving probe failed: {proc.stderr.strip().splitlines()[-1:]}")
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    pc = percentiles(res["lat"])
+    return {
+        "serving_rss_mb": round(res["rss_kib"] / 1024, 1),
+        "serving_open_s": round(res["open_s"], 3),
+        "serving_hybrid_p50_ms": pc["p50"],
+        "serving_hybrid_p95_ms": pc["p95"],
+    }
 
 
 def targets(r: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -798,7 +871,21 @@ def targets(r: dict[str, Any]) -> dict[str, dict[str, Any]]:
         ),
         "hybrid_p50_ms <= query_embed_ms + 25": check(h50, qe + 25 if qe is not None else None, le),
         "hybrid_p50_ms <= peer_lancedb_hybrid_p50_ms": check(h50, peer, le),
+        # Issue 15 (scale): per 1,000 chapters, seconds of build work besides embedding.
+        "non_embedding_s_per_1k <= 0.5": check(_per_1k(full, emb, r.get("chapters")), 0.5, le),
+        "index_incremental_with_parse_s <= 2": check(
+            r.get("index_incremental_with_parse_s"), 2.0, le
+        ),
+        "build_rss_mb <= 1536": check((r.get("rss_mb_by_stage") or {}).get("indexed"), 1536.0, le),
+        "serving_rss_mb <= 1024": check(r.get("serving_rss_mb"), 1024.0, le),
+        "hybrid_p95_ms <= 30": check(r.get("hybrid_p95_ms"), 30.0, le),
     }
+
+
+def _per_1k(full: float | None, emb: float | None, chapters: int | None) -> float | None:
+    if full is None or emb is None or not chapters:
+        return None
+    return (full - emb) / chapters * 1000
 
 
 # ---------------------------------------------------------------- cached re-scoring

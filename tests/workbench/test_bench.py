@@ -44,6 +44,9 @@ def test_bench_synthetic_writes_every_key(tmp_path: Path) -> None:
     assert data["vector_exact_agreement_top10"] == 1.0
     assert data["bm25_rank_bm25_agreement_top10"] == 1.0
     assert set(data["targets"]) and all("met" in t for t in data["targets"].values())
+    # Serving memory comes from a fresh process that opened the index and answered queries.
+    assert data["serving_rss_mb"] > 50 and data["serving_hybrid_p95_ms"] is not None
+    assert data["parse_incremental_files"] == {"parsed": 1, "reused": data["documents"] - 1}
     assert not list(tmp_path.glob("wikirag-bench-*")), "the temp KB and index are removed"
 
 
@@ -67,3 +70,6 @@ def test_helpers() -> None:
     assert t["hybrid_p95_ms <= 100"]["met"] is True
     assert t["index_full_s <= 1.3 x embed_only_s"]["met"] is True
     assert t["peak_rss_mb <= 2048"]["met"] is None
+    assert t["non_embedding_s_per_1k <= 0.5"]["met"] is None  # no chapter count
+    t = targets({"index_full_s": 60.0, "embed_only_s": 20.0, "chapters": 100_000})
+    assert t["non_embedding_s_per_1k <= 0.5"]["value"] == 0.4

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from engine.errors import EngineError
@@ -14,6 +15,10 @@ from workbench.commands.common import (
     print_json,
     workspace,
 )
+
+# Parsed documents of the last `wikirag index`, in the index folder (a dot file: index
+# listings and stale-file clean-up skip it).
+PARSE_CACHE = ".parse_cache.pkl"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -124,11 +129,17 @@ class _Progress:
 
 def _index(args: argparse.Namespace) -> int:
     from engine.indexer import build_index
+    from engine.parse_cache import ParseCache
+    from engine.store import is_local
     from engine.tree import parse_kb
 
     ws = workspace(args)
     cfg = effective_config(args, ws)
-    kb = parse_kb(ws.kb)
+    # A local index keeps the parsed documents beside it, so the next `wikirag index`
+    # parses only the files that changed.
+    cache_file = Path(ws.index) / PARSE_CACHE if is_local(str(ws.index)) else None
+    cache = ParseCache.load(cache_file) if cache_file is not None else ParseCache()
+    kb = parse_kb(ws.kb, cache=cache)
     progress = _Progress()
     try:
         report = build_index(
@@ -141,6 +152,8 @@ def _index(args: argparse.Namespace) -> int:
         )
     finally:
         progress.close()
+    if cache_file is not None:
+        cache.save(cache_file)
     for w in report.warnings:
         info(f"warning: {w}")
     if args.json:
