@@ -123,7 +123,13 @@ def vocabulary_from_df(
     Terms that are not vocabulary terms (``is_vocab_term``) are ignored, whatever their df.
     """
     keep = {t: n for t, n in df.items() if n >= min_docs and n > 0 and is_vocab_term(t)}
-    top = max((n for t, n in df.items() if is_vocab_term(t)), default=0) + 1
+    # A kept term is at least as frequent as any term left out, so its max is the max.
+    top = (
+        max(keep.values())
+        if keep
+        else max((n for t, n in df.items() if is_vocab_term(t)), default=0)
+    )
+    top += 1
     for t in always:
         if is_vocab_term(t):
             keep[t] = top

@@ -27,7 +27,7 @@ import secrets
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -85,7 +85,10 @@ class Manifest:
         return EmbedderSignature(**self.signature)
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), ensure_ascii=False, indent=1, sort_keys=True)
+        # Not asdict() and no indent: asdict deep-copies every node's hash pair and indent
+        # switches json to its pure-Python encoder (seconds at 100k nodes, both).
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        return json.dumps(data, ensure_ascii=False, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> Manifest:
@@ -377,7 +380,7 @@ def _build(
         signature=sig.to_dict(),
         tokenizer=cfg.lexical.tokenizer_spec,
         content_chars=cfg.index.content_chars,
-        nodes={n: list(h) for n, h in hashes.items()},
+        nodes=dict(hashes),  # type: ignore[arg-type]  # pairs: written as JSON lists
         kb_fingerprint=fingerprint(hashes),
         created_at=now if full or old is None else old.created_at,
         updated_at=now,
@@ -436,39 +439,46 @@ def _row_batches(
     """``build_rows`` over consecutive batches, in order; in worker processes if workers > 1.
 
     At most ``2 * workers`` batches are in flight, so memory holds a few batches, not the KB's
-    rows.
+    rows. If the workers cannot run (e.g. a script without the ``if __name__ ==
+    "__main__":`` guard that spawned processes need), the rest is built in this process.
     """
-    chunks = (nodes[i : i + ROW_BATCH] for i in range(0, len(nodes), ROW_BATCH))
+    starts = range(0, len(nodes), ROW_BATCH)
 
-    def args(chunk: Sequence[Node]) -> tuple[Any, ...]:
+    def args(start: int) -> tuple[Any, ...]:
+        chunk = list(nodes[start : start + ROW_BATCH])
         own = {
             summary_key(n): summaries[summary_key(n)] for n in chunk if summary_key(n) in summaries
         }
-        return (list(chunk), cfg, own)
+        return (chunk, cfg, own)
 
-    if workers <= 1:
-        for chunk in chunks:
-            yield build_rows(*args(chunk))
-        return
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+    done = 0  # batches yielded so far
+    if workers > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+        from concurrent.futures.process import BrokenProcessPool
 
-    # spawn, not fork: this process already runs LanceDB's threads.
-    ex = ProcessPoolExecutor(
-        workers, mp_context=multiprocessing.get_context("spawn"), initializer=warm_up
-    )
-    try:
-        pending: deque[Any] = deque()
-        for chunk in itertools.islice(chunks, 2 * workers):
-            pending.append(ex.submit(build_rows, *args(chunk)))
-        while pending:
-            done = pending.popleft().result()
-            nxt = next(chunks, None)
-            if nxt is not None:
-                pending.append(ex.submit(build_rows, *args(nxt)))
-            yield done
-    finally:
-        ex.shutdown(wait=True, cancel_futures=True)
+        # spawn, not fork: this process already runs LanceDB's threads.
+        ex = ProcessPoolExecutor(
+            workers, mp_context=multiprocessing.get_context("spawn"), initializer=warm_up
+        )
+        try:
+            pending: deque[Any] = deque()
+            queued = iter(starts)
+            for start in itertools.islice(queued, 2 * workers):
+                pending.append(ex.submit(build_rows, *args(start)))
+            while pending:
+                batch = pending.popleft().result()
+                nxt = next(queued, None)
+                if nxt is not None:
+                    pending.append(ex.submit(build_rows, *args(nxt)))
+                yield batch
+                done += 1
+        except BrokenProcessPool:
+            pass  # fall through: build the remaining batches here
+        finally:
+            ex.shutdown(wait=True, cancel_futures=True)
+    for start in list(starts)[done:]:
+        yield build_rows(*args(start))
 
 
 class _CountsBuilder:
