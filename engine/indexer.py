@@ -42,13 +42,27 @@ from engine.rows import TEXT_LAYOUT, RowBatch, build_rows, node_hashes, title_te
 from engine.rows import embed_text as embed_text  # re-exported: callers import it from here
 from engine.rows import lexical_text as lexical_text
 from engine.rows import summary_key as summary_key
-from engine.store import TABLE_PREFIX, Location, Store, sql_str, vectors_of
+from engine.store import (
+    TABLE_PREFIX,
+    Location,
+    Store,
+    create_vector_index,
+    sql_str,
+    vectors_of,
+)
 from engine.tree import KnowledgeBase, Node
 from engine.types import Embedder, EmbedderSignature
 
 MANIFEST = "manifest.json"
 SUMMARIES = "summaries.json"  # LLM chapter summaries (workbench/summaries.py writes it)
 MANIFEST_FORMAT = 1
+
+# From this many rows a table gets an approximate vector index and serving stops holding
+# every vector in memory (1M x 512 float32 is 2 GB). Off (None) by default: on the bench's
+# hash-embedder vectors IVF_PQ reached recall@10 0.75 at 20k rows (docs/benchmarks.md),
+# far from the 0.95 wanted; turn it on per build (``ann_min_rows``) once measured on
+# your embedder.
+ANN_MIN_ROWS: int | None = None
 
 ProgressFn = Callable[[int, int, str], None]
 
@@ -79,6 +93,7 @@ class Manifest:
     files: dict[str, str] = field(default_factory=dict)
     hash_context: str = ""
     title_terms: dict[str, int] | None = None
+    vector_index: str = ""  # the approximate vector index ("" = exact search in memory)
 
     @property
     def embedder_signature(self) -> EmbedderSignature:
@@ -241,6 +256,7 @@ def build_index(
     storage_options: Mapping[str, str] | None = None,
     drop_old: bool = True,
     workers: int | None = None,
+    ann_min_rows: int | None = ANN_MIN_ROWS,
 ) -> IndexReport:
     """Create or update the index of ``kb`` at ``index_uri`` (see the module docstring).
 
@@ -248,7 +264,8 @@ def build_index(
     vocab. ``drop_old=False`` keeps superseded tables (the caller drops them later with
     ``drop_stale_tables``, e.g. once its readers have switched). ``workers``: processes
     that tokenize and build rows during a full build (None: one per CPU once the KB is
-    big enough to pay for starting them; 0 or 1: in this process).
+    big enough to pay for starting them; 0 or 1: in this process). ``ann_min_rows``: from
+    this many rows the table gets an approximate vector index (None: never).
     """
     t0 = time.perf_counter()
     if embedder is None:
@@ -258,7 +275,16 @@ def build_index(
     loc = Location(index_uri, storage_options)
     with loc.exclusive():  # one builder at a time per index folder, across processes
         report = _build(
-            kb, cfg, index_uri, storage_options, embedder, loc, progress, force, workers
+            kb,
+            cfg,
+            index_uri,
+            storage_options,
+            embedder,
+            loc,
+            progress,
+            force,
+            workers,
+            ann_min_rows,
         )
     if drop_old:
         drop_stale_tables(index_uri, storage_options)
@@ -288,6 +314,7 @@ def _build(
     progress: ProgressFn | None,
     force: bool,
     workers: int | None,
+    ann_min_rows: int | None,
 ) -> IndexReport:
     sig = embedder.signature
     store = Store(index_uri, storage_options)
@@ -366,6 +393,12 @@ def _build(
         lexical = _patched_lexical(
             loc, store, table_name, old, stale, old_titles, batch, cfg.lexical.tokenizer
         )
+    vector_index = "" if full or old is None else old.vector_index
+    if not vector_index and ann_min_rows is not None and len(lexical.ids) >= ann_min_rows:
+        # Rows an update adds later are searched exactly by LanceDB beside the index.
+        if progress:
+            progress(0, 1, "vector index")
+        vector_index = create_vector_index(tbl, len(lexical.ids), sig.dims)
     version = int(tbl.version)
     build_id = f"{table_name}_v{version}"
 
@@ -393,6 +426,7 @@ def _build(
         files=file_hashes(kb),
         hash_context=hash_context(cfg, summaries),
         title_terms=lexical.title_terms,
+        vector_index=vector_index,
     )
     loc.write_text(MANIFEST, manifest.to_json())  # the switch: atomic
     _drop_stale_files(loc, manifest)

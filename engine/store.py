@@ -307,6 +307,54 @@ class Store:
         return pairs
 
 
+# Approximate vector index (IVF_PQ, cosine) for big tables; see docs/benchmarks.md for how
+# these were chosen. Partitions ~ sqrt(rows); 8 dims per PQ sub-vector; a query probes
+# NPROBES partitions and re-ranks REFINE_FACTOR x k candidates by their exact distance.
+ANN_INDEX_TYPE = "IVF_PQ"
+ANN_NPROBES = 32
+ANN_REFINE_FACTOR = 10
+
+
+def create_vector_index(tbl: Any, rows: int, dims: int) -> str:
+    """Build the approximate vector index on ``tbl``; returns its description."""
+    partitions = max(1, int(rows**0.5))
+    sub = next(s for s in (dims // 8, dims // 4, dims // 2, 1) if s >= 1 and dims % s == 0)
+    from lancedb.index import IvfPq
+
+    config = IvfPq(distance_type="cosine", num_partitions=partitions, num_sub_vectors=sub)
+    tbl.create_index("vector", config=config, replace=True)
+    return f"{ANN_INDEX_TYPE}/cosine/partitions={partitions}/sub_vectors={sub}"
+
+
+def ann_search(
+    tbl: Any,
+    vector: np.ndarray,
+    k: int,
+    nprobes: int = ANN_NPROBES,
+    refine_factor: int = ANN_REFINE_FACTOR,
+) -> list[tuple[str, float]]:
+    """Approximate cosine top-``k`` through the table's vector index: (id, similarity)."""
+    if k <= 0:
+        return []
+    q = (
+        tbl.search(np.asarray(vector, dtype=np.float32))
+        .distance_type("cosine")
+        .nprobes(nprobes)
+        .refine_factor(refine_factor)
+        .select(["id", "_distance"])
+        .limit(k)
+    )
+    res = q.to_arrow()
+    pairs = [
+        (i, 1.0 - float(d))
+        for i, d in zip(
+            res.column("id").to_pylist(), res.column("_distance").to_numpy(), strict=True
+        )
+    ]
+    pairs.sort(key=lambda p: (-p[1], p[0]))
+    return pairs
+
+
 def sql_str(value: str) -> str:
     """A SQL string literal (single quotes doubled)."""
     return "'" + str(value).replace("'", "''") + "'"
