@@ -800,8 +800,15 @@ for q in args["queries"]:
     t = time.perf_counter()
     engine.search(q, mode="hybrid", rerank=False)
     lat.append((time.perf_counter() - t) * 1000)
-print(json.dumps({"open_s": open_s, "lat": lat,
-                  "rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+# VmHWM, not ru_maxrss: a child's ru_maxrss starts from its parent's peak at the fork.
+rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+try:
+    for line in open("/proc/self/status", encoding="ascii"):
+        if line.startswith("VmHWM:"):
+            rss_kib = int(line.split()[1])
+except OSError:
+    pass
+print(json.dumps({"open_s": open_s, "lat": lat, "rss_kib": rss_kib}))
 """
 
 
