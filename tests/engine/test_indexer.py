@@ -310,13 +310,22 @@ def _index_contents(idx: Path) -> dict:
         "vocab": json.loads(loc.read_text(m.vocab_terms_file))["terms"],
         "title_terms": m.title_terms,
         "files": m.files,
+        "title_field": _title_field(bm, ids),
     }
+
+
+def _title_field(bm, ids: list[str]) -> dict:
+    """The BM25 title-field counts as {(row id, term): count} (column order aside)."""
+    assert bm.title_counts is not None
+    c = bm.title_counts.tocoo()
+    return {(ids[r], bm.terms[t]): v for r, t, v in zip(c.row, c.col, c.data, strict=True)}
 
 
 def _assert_same_index(a: dict, b: dict) -> None:
     import numpy as np
 
-    for key in ("rows", "nodes", "ids", "terms", "vocab", "title_terms", "files"):
+    keys = ("rows", "nodes", "ids", "terms", "vocab", "title_terms", "files", "title_field")
+    for key in keys:
         assert a[key] == b[key], key
     for sa, sb in zip(a["scores"], b["scores"], strict=True):
         np.testing.assert_allclose(sa, sb, rtol=1e-12, atol=1e-12)
