@@ -391,7 +391,7 @@ def _build(
             tbl, kb, cfg, embedder, hashes, summaries, prev, added, changed, removed, progress
         )
         lexical = _patched_lexical(
-            loc, store, table_name, old, stale, old_titles, batch, cfg.lexical.tokenizer
+            loc, store, table_name, old, stale, old_titles, batch, cfg.lexical.tokenizer_spec
         )
     vector_index = "" if full or old is None else old.vector_index
     if not vector_index and ann_min_rows is not None and len(lexical.ids) >= ann_min_rows:

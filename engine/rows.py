@@ -168,7 +168,7 @@ def build_rows(
     texts: list[str] = []
     title_count: Counter[str] = Counter()
     memo: dict[str, list[str]] = {}
-    tokenizer = cfg.lexical.tokenizer
+    tokenizer = cfg.lexical.tokenizer_spec
     for i, node in enumerate(nodes):
         summary = node_summary(node, summaries)
         tokens = tokenize(lexical_text(node, summary), tokenizer)
