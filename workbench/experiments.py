@@ -579,6 +579,8 @@ def _run_locked(
         extra=dict(extra or {}),
     )
     result.extra["queries"] = query_moves(base_t, cand_t, mode_b, rule.primary)
+    # which golden set decided it: the trajectory marks where the set changed
+    result.extra["dataset_hash"] = gs.content_hash
     if no_effect:
         # An identical ranking for every query is not an experiment: nothing to decide, and
         # the log stays a record of changes that did something (the scorecard once logged
@@ -620,10 +622,37 @@ def trajectory(store: ExperimentStore) -> list[dict[str, Any]]:
                 "experiment": r["number"],
                 "decision": r["decision"],
                 "title": r.get("title", ""),
+                "dataset_hash": r.get("dataset_hash", ""),
                 **row,
             }
         )
     return points
+
+
+def log_rows(store: ExperimentStore) -> list[dict[str, Any]]:
+    """The log as table rows, newest first: what changed, the decision, tune/holdout deltas."""
+    rows = []
+    for r in reversed(store.load_records()):
+        base, res = r.get("baseline") or {}, r.get("result") or {}
+        primary = ((r.get("details") or {}).get("rule") or {}).get("primary", "mrr")
+
+        def delta(split: str, m: str, base: dict = base, res: dict = res) -> float | None:
+            a, b = (base.get(split) or {}).get(m), (res.get(split) or {}).get(m)
+            return None if a is None or b is None else round(float(b) - float(a), 4)
+
+        rows.append(
+            {
+                "number": int(r.get("number", 0)),
+                "date": str(r.get("date", "")),
+                "title": str(r.get("title", "")),
+                "decision": str(r.get("decision", "")),
+                "measure": primary,
+                "tune Δ": delta("tune", primary),
+                "holdout Δ": delta("holdout", primary),
+                "tier": str(r.get("tier", "")),
+            }
+        )
+    return rows
 
 
 def optimize(

@@ -195,9 +195,10 @@ def test_compare_two_configs_and_sweep(ui_env):
     at.button(key="cmp_run").click().run()
     assert not at.exception
     assert "Paired statistics" in texts(at)
-    at.text_input(key="sw_v1").input("10, 60")
+    at.selectbox(key="sw_k1").select("fusion.vector_weight")
+    at.text_input(key="sw_v1").input("0.1, 0.3")
     at.selectbox(key="sw_k2").select("fusion.bm25_weight")
-    at.text_input(key="sw_v2").input("1, 2")
+    at.text_input(key="sw_v2").input("0.7, 2")
     at.button(key="sw_run").click().run()
     assert not at.exception
     assert any("Best on tune" in s.value for s in at.success)

@@ -112,3 +112,18 @@ def test_stemming_is_index_affecting_and_gets_a_side_index(ws) -> None:
     assert eng._shared.current().snapshot.manifest.tokenizer == "jieba-search+stem"
     res = run_experiment(ws, lambda c: evaluator(ws, c), {"lexical.stem": True})
     assert res.cand_hash == stem.hash
+
+
+def test_log_rows_are_newest_first_and_the_trajectory_knows_the_golden_set(ws) -> None:
+    from workbench.experiments import log_rows, trajectory
+
+    ev = lambda c: evaluator(ws, c)  # noqa: E731
+    run_experiment(ws, ev, {"search.mode": "vector"})
+    run_experiment(ws, ev, {"search.mode": "keyword"})
+    store = ExperimentStore(ws.experiments)
+    rows = log_rows(store)
+    assert [r["number"] for r in rows] == [2, 1]
+    assert {"decision", "tune Δ", "holdout Δ", "measure"} <= set(rows[0])
+    assert isinstance(rows[0]["tune Δ"], float)
+    points = trajectory(store)
+    assert all(p.get("dataset_hash") for p in points[1:])  # which golden set decided each

@@ -243,6 +243,15 @@ def trajectory_chart(points: Sequence[Mapping[str, Any]]) -> None:
     for m in ("recall@5", "mrr", "hit@5"):
         if m in df:
             fig.add_trace(go.Scatter(x=df["experiment"], y=df[m], mode="lines+markers", name=m))
+    if "dataset_hash" in df:
+        # the golden set changed between these experiments: scores before and after are
+        # not on the same questions, so the line is not one trajectory
+        prev = df["dataset_hash"].shift()
+        for x in df["experiment"][(df["dataset_hash"] != prev) & prev.notna() & (prev != "")]:
+            fig.add_vline(x=x - 0.5, line_dash="dot", line_color="#9a6700")
+            fig.add_annotation(
+                x=x - 0.5, y=1.02, yref="paper", text=t("golden set changed"), showarrow=False
+            )
     rejected = df[df["decision"] == "rolled back"]
     if not rejected.empty and "recall@5" in df:
         fig.add_trace(

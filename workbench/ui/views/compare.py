@@ -81,8 +81,10 @@ with ui.guarded(t("Compare & sweep")):
         )
         numeric = [k for k in all_keys() if not k.startswith(("llm.", "embedding."))]
         a, b = st.columns(2)
-        k1 = a.selectbox(t("Parameter 1"), numeric, index=numeric.index("fusion.k"), key="sw_k1")
-        v1 = a.text_input(t("Values 1"), "10, 30, 60", key="sw_v1")
+        k1 = a.selectbox(
+            t("Parameter 1"), numeric, index=numeric.index("fusion.bm25_weight"), key="sw_k1"
+        )
+        v1 = a.text_input(t("Values 1"), "0.5, 0.7, 0.9", key="sw_v1")
         none_label = t("(none)")  # translated here: format_func also runs outside the script
         k2 = b.selectbox(
             t("Parameter 2 (optional)"),

@@ -10,7 +10,7 @@ from engine.config import all_keys
 from workbench import optimizer
 from workbench import rule as rules
 from workbench.catalog import CATALOG, TIER_NAMES
-from workbench.experiments import ExperimentStore, optimize, run_experiment, trajectory
+from workbench.experiments import ExperimentStore, log_rows, optimize, run_experiment, trajectory
 from workbench.ui import components as ui
 from workbench.ui import resources, state
 from workbench.ui.i18n import t
@@ -80,7 +80,7 @@ with ui.guarded(t("Experiments")):
     chosen = suggestions[pick]
     if chosen is None:
         keys = [k for k in all_keys() if not k.startswith("llm.")]
-        key = st.selectbox(t("Knob"), keys, index=keys.index("fusion.k"), key="exp_key")
+        key = st.selectbox(t("Knob"), keys, index=keys.index("fusion.bm25_weight"), key="exp_key")
         value = ui.config_value_widget(key, base.get(key), widget_key=f"exp_value_{key}")
         overrides = {key: value}
         tier, why = "manual", ""
@@ -262,9 +262,22 @@ with ui.guarded(t("Experiments")):
         )
 
     st.subheader(t("Optimization log"))
-    if store.log_md.is_file():
-        log = store.log_md.read_text(encoding="utf-8")
-        with st.container(border=True, height=420):
-            st.markdown(log.replace("# Optimization log\n", "", 1))  # the section has a title
+    rows = log_rows(store)
+    if rows:
+        st.dataframe(  # sortable by any column; newest first
+            pd.DataFrame(rows),
+            hide_index=True,
+            width="stretch",
+            column_config={
+                "number": st.column_config.NumberColumn("#", format="%d"),
+                "tune Δ": st.column_config.NumberColumn(format="%+.3f"),
+                "holdout Δ": st.column_config.NumberColumn(format="%+.3f"),
+            },
+        )
+        with st.expander(t("The log as Markdown ({path})", path=store.log_md.name)):
+            if store.log_md.is_file():
+                st.markdown(
+                    store.log_md.read_text(encoding="utf-8").replace("# Optimization log\n", "", 1)
+                )
     else:
         st.caption(t("No log yet at `{path}`.", path=store.log_md))
