@@ -638,8 +638,10 @@ def extractive_answer(question: str, sources: Sequence[Source]) -> tuple[str, li
 
 
 def refusal_text(question: str, sources: Sequence[Source]) -> str:
-    """Say the KB cannot answer, and name the closest chapters it does cover."""
-    covered = [s.label for s in sources[:3]]
+    """Say the KB cannot answer, and name the closest chapters it does cover: only those that
+    share a key term with the question (naming unrelated chapters as "close" misleads)."""
+    terms = key_terms(question)
+    covered = [s.label for s in sources[:3] if terms and term_overlap(terms, s.text.lower()) > 0]
     if _is_cjk(question):
         if not covered:
             return "知识库中没有找到与这个问题相关的内容。"

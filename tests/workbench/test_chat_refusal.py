@@ -48,3 +48,13 @@ def test_the_canteen_question_is_refused_not_answered_with_an_unrelated_sentence
     assert "发布只在工作日" not in ans.answer
     assert ans.answer.startswith("知识库中没有足够的信息回答这个问题")
     assert any("no sentence of the top chapters shares a term" in s["detail"] for s in ans.trace)
+
+
+def test_a_refusal_names_no_closest_chapters_when_none_shares_a_term_with_the_question():
+    from workbench.chat import Source, refusal_text
+
+    far = Source(1, "a#x", "发布流程", ("发布流程",), "每周四发布。", "a.md", 1, "", 0.1)
+    near = Source(2, "b#y", "食堂", ("行政", "食堂"), "食堂在二楼。", "b.md", 1, "", 0.1)
+    assert "发布流程" not in refusal_text("公司食堂周五晚上几点关门？", [far])
+    assert "没有找到" in refusal_text("公司食堂周五晚上几点关门？", [far])
+    assert "食堂" in refusal_text("公司食堂周五晚上几点关门？", [far, near]).split("：")[-1]
