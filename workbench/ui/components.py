@@ -271,6 +271,7 @@ def trajectory_chart(points: Sequence[Mapping[str, Any]]) -> None:
         yaxis_range=[0, 1.05],
         title=t("Score trajectory (tune split)"),
     )
+    fig.update_xaxes(tickformat="d", dtick=1 if len(df) <= 30 else None)  # experiment numbers
     st.plotly_chart(fig, width="stretch")
 
 
