@@ -66,6 +66,7 @@ def failure_analysis(record: Mapping[str, Any], mode: str, kb: Any) -> None:
     picked_id: str | None = None
     if rows:
         table = pd.DataFrame([r.to_dict() for r in rows]).drop(columns=["cause", "language"])
+        table["cause_text"] = [t(c) for c in table["cause_text"]]  # cause texts have entries
         event = st.dataframe(
             table,
             hide_index=True,
@@ -114,7 +115,7 @@ def failure_analysis(record: Mapping[str, Any], mode: str, kb: Any) -> None:
                         "category": q["category"],
                         "recall@5": q["metrics"].get("recall@5", 0.0),
                         "mrr": q["metrics"].get("mrr", 0.0),
-                        "cause": CAUSES.get(q["cause"], "") if q["cause"] else "",
+                        "cause": t(CAUSES.get(q["cause"], "")) if q["cause"] else "",
                     }
                     for q in queries
                 ]
