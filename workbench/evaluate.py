@@ -357,7 +357,7 @@ class Evaluator:
             ranked = composed.ranked
         except Exception as exc:  # one bad query must not sink a run; it is counted
             return QueryResult(item, mode, [], _zero_metrics(), 0.0, [], None, error=str(exc))
-        hierarchy = _hierarchy(getattr(self.engine, "kb", None))
+        hierarchy = parent_function(getattr(self.engine, "kb", None))
         ids = [r.node_id for r in ranked]
         values = M.evaluate_query(ids, item.qrels, _measures(), hierarchy)
         latency = _mode_latency(cands, cand_ms, mode) + rerank_ms[0] + min(rank_ms, 1000.0)
@@ -432,7 +432,8 @@ def _zero_metrics() -> dict[str, float]:
     return {str(m): 0.0 for m in _measures()}
 
 
-def _hierarchy(kb: Any) -> Callable[[str], str | None] | None:
+def parent_function(kb: Any) -> Callable[[str], str | None] | None:
+    """The tree's parent relation for the hierarchical measures (None without a KB)."""
     if kb is None:
         return None
     nodes = kb.nodes

@@ -35,10 +35,10 @@ from engine.pipeline import MAX_CACHED_POOL, pool_size
 from workbench import golden
 from workbench import rule as rules
 from workbench.context import Workspace
-from workbench.evaluate import Evaluator
+from workbench.evaluate import Evaluator, parent_function
 from workbench.experiments import ExperimentResult, ExperimentStore, run_experiment
 from workbench.search_space import SEARCH_SPACE, ParamSpec, available, baseline_point, suggest
-from workbench.trial_scoring import ChannelBank, TrialScorer, make_folds, parent_function
+from workbench.trial_scoring import ChannelBank, TrialScorer, make_folds
 
 # Five folds: with the bundled wiki's 64 tune queries a fold keeps ~13, enough for its mean
 # to say something, and five fold scores give a usable standard error; ten folds of six

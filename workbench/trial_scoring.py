@@ -20,7 +20,6 @@ import json
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 from engine.config import EngineConfig
 from engine.errors import EngineError
@@ -185,16 +184,3 @@ class TrialScorer:
         """Mean of the measure on each fold."""
         values = self.per_query(cfg)
         return [sum(values[q] for q in fold) / len(fold) for fold in self.folds]
-
-
-def parent_function(kb: Any) -> Callable[[str], str | None] | None:
-    """The tree's parent relation for the hierarchical measures (None without a KB)."""
-    if kb is None:
-        return None
-    nodes = kb.nodes
-
-    def parent_of(nid: str) -> str | None:
-        node = nodes.get(nid)
-        return node.parent_id if node is not None else None
-
-    return parent_of
