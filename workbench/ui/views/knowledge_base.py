@@ -215,8 +215,9 @@ with ui.guarded(t("Knowledge base")):
         # Document-level entries with no text of their own say little: list them after the
         # chapters that do (their rank is kept in the label).
         ranked = list(enumerate(resp.results, 1))
-        real = [(i, r) for i, r in ranked if plain_text(r.content)]
-        empty = [(i, r) for i, r in ranked if not plain_text(r.content)]
+        has_text = {i: bool(plain_text(r.content)) for i, r in ranked}
+        real = [(i, r) for i, r in ranked if has_text[i]]
+        empty = [(i, r) for i, r in ranked if not has_text[i]]
         for group, items in (
             ("", real),
             (t("Matched by title only (no text of their own)"), empty),
