@@ -94,9 +94,9 @@ def main(argv: list[str] | None = None) -> int:
     from engine.lexical import tokenize
     from engine.search import Engine
     from engine.store import Location, Store, vectors_of
-    from workbench import golden
-    from workbench import metrics as M
-    from workbench.evaluate import EvalCache, Evaluator, _hierarchy, _measures
+    from workbench.eval import golden
+    from workbench.eval import metrics as M
+    from workbench.eval.evaluate import EvalCache, Evaluator, _hierarchy, _measures
 
     cfg = EngineConfig()
     engine = Engine.open(kb, idx, cfg)

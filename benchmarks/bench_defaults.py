@@ -13,7 +13,7 @@ land). Built-in defaults are always candidate "defaults".
 Per set: the index is built once into ``<cache>/<set>/index`` with the built-in defaults
 (incremental afterwards), candidates are retrieved once per query and cached in
 ``<index>/cache`` (the workbench's own EvalCache), and each candidate is re-scored from
-that cache with ``workbench.evaluate.Evaluator``; only changes to what is retrieved
+that cache with ``workbench.eval.evaluate.Evaluator``; only changes to what is retrieved
 (``expansion.*``, ``lexical.*``, ``embedding.*``, ``index.*``) cost a retrieval pass, and
 changes to what is embedded get a side index ``<index>@<key>``.
 
@@ -147,9 +147,9 @@ def evaluate_set(
 ) -> dict:
     from engine.config import EngineConfig
     from engine.search import Engine
-    from workbench import golden
-    from workbench.engines import index_key
-    from workbench.evaluate import EvalCache
+    from workbench.eval import golden
+    from workbench.eval.engines import index_key
+    from workbench.eval.evaluate import EvalCache
 
     base = EngineConfig()
     gs = golden.load(dataset)
@@ -174,7 +174,7 @@ def evaluate_set(
                 ensure_index(kb_dir, loc, cfg)
             engines[str(loc)] = Engine.open(kb_dir, loc, cfg)
             caches[str(loc)] = EvalCache.open(loc / "cache")
-        from workbench.evaluate import Evaluator
+        from workbench.eval.evaluate import Evaluator
 
         t0 = time.perf_counter()
         ev = Evaluator(engines[str(loc)].with_config(cfg), caches[str(loc)])

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from engine.config import EngineConfig
 from engine.search import Engine
-from workbench import golden
-from workbench.evaluate import EvalCache, Evaluator
+from workbench.eval import golden
+from workbench.eval.evaluate import EvalCache, Evaluator
 
 BM25_SHARES = (0.5, 0.6, 0.7, 0.8, 0.9)  # bm25 weight / (vector + bm25 weight)
 

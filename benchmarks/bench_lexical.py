@@ -11,7 +11,7 @@ Each set needs an index built with ``wikirag index`` (default embedder). Per set
    (bit-identical to the live channel) over token counts of the variant's lexical text,
    re-segmented from the KB when a variant drops part of the text (no re-embedding);
 3. keyword, vector and hybrid (default RRF fusion) are then ranked and scored by
-   ``workbench.evaluate.Evaluator`` on those candidates, so the numbers are the ones
+   ``workbench.eval.evaluate.Evaluator`` on those candidates, so the numbers are the ones
    ``wikirag eval`` reports for that config.
 """
 
@@ -31,8 +31,8 @@ from engine.lexical import BatchScorer, BM25Params, SparseBM25, title_tokens, to
 from engine.pipeline import MAX_CACHED_POOL, Candidates
 from engine.search import Engine
 from engine.tree import Node
-from workbench.evaluate import Evaluator
-from workbench.golden import load as load_golden
+from workbench.eval.evaluate import Evaluator
+from workbench.eval.golden import load as load_golden
 
 MODES = ("keyword", "vector", "hybrid")
 MEASURES = ("mrr", "hit@5")

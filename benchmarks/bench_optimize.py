@@ -49,11 +49,11 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     sys.path.insert(0, str(root))
 
-    from workbench import golden
     from workbench.bench import load_avg, peak_rss_mb
-    from workbench.context import resolve
-    from workbench.engines import evaluator
-    from workbench.optimizer import K_FOLDS, run_study
+    from workbench.eval import golden
+    from workbench.eval.engines import evaluator
+    from workbench.tune.optimizer import K_FOLDS, run_study
+    from workbench.workspace import resolve
 
     work = Path(args.work)
     kb, idx, ds = work / "kb", work / "index", work / "cmrc.yaml"

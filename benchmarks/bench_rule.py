@@ -39,13 +39,13 @@ import numpy as np
 from scipy.stats import beta
 
 from engine.config import EngineConfig
-from workbench import golden
-from workbench.acceptance import decide_scores
-from workbench.context import resolve
-from workbench.engines import evaluator
-from workbench.experiments import score_candidate
-from workbench.rule import STATISTICAL, STRICT
-from workbench.stats import compare_paired
+from workbench.eval import golden
+from workbench.eval.engines import evaluator
+from workbench.eval.stats import compare_paired
+from workbench.tune.acceptance import decide_scores
+from workbench.tune.experiments import score_candidate
+from workbench.tune.rule import STATISTICAL, STRICT
+from workbench.workspace import resolve
 
 CHANGES = {
     "search.mode=keyword": {"search.mode": "keyword"},

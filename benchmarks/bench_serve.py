@@ -166,7 +166,7 @@ def ensure_index(args: argparse.Namespace) -> dict[str, Any] | None:
     from engine.indexer import build_index, read_manifest
     from engine.store import Location
     from engine.tree import parse_kb
-    from workbench.context import resolve
+    from workbench.workspace import resolve
 
     ws = resolve(args.kb, args.index, args.config)
     cfg = ws.load_config()

@@ -12,7 +12,7 @@ hybrid numbers, ``embedding.provider=hash`` when only keyword numbers matter). P
    checked equal to the index's own), and the BM25 channel is re-scored by
    ``engine.lexical.BatchScorer`` (bit-identical to the live channel);
 3. keyword, vector and hybrid (the default fusion) are ranked and scored by
-   ``workbench.evaluate.Evaluator``, so the numbers are those ``wikirag eval`` reports.
+   ``workbench.eval.evaluate.Evaluator``, so the numbers are those ``wikirag eval`` reports.
 
 Tokenization CPU time with and without stemming (cold stem cache) is recorded per set.
 ``--grid NAME`` also sweeps k1, b and title_weight on that set, stem off and on.
@@ -42,7 +42,7 @@ from engine.lexical import (
 )
 from engine.pipeline import MAX_CACHED_POOL, Candidates
 from engine.search import Engine
-from workbench.golden import load as load_golden
+from workbench.eval.golden import load as load_golden
 
 # English function words missing from engine.lexical.STOP_WORDS (pronoun forms,
 # conjunctions, prepositions, quantifier pronouns): the "extra stop words" candidate.

@@ -45,10 +45,10 @@ FILES = ("rag/parent-child-chunks.md", "evaluation/evaluation-faq.md", "agents/m
 
 def workspace(root: Path, kb_src: Path) -> dict[str, Path]:
     from engine.indexer import build_index
-    from workbench import golden
-    from workbench.context import resolve
-    from workbench.engines import evaluator
-    from workbench.evaluate import save_run
+    from workbench.eval import golden
+    from workbench.eval.engines import evaluator
+    from workbench.eval.evaluate import save_run
+    from workbench.workspace import resolve
 
     kb_dir = root / "kb"
     for rel in FILES:

@@ -54,7 +54,7 @@ from engine.tree import KnowledgeBase, Node
 from engine.types import Embedder, EmbedderSignature
 
 MANIFEST = "manifest.json"
-SUMMARIES = "summaries.json"  # LLM chapter summaries (workbench/summaries.py writes it)
+SUMMARIES = "summaries.json"  # LLM chapter summaries (workbench/answer/summaries.py writes it)
 MANIFEST_FORMAT = 1
 
 # From this many rows a table gets an approximate vector index and serving stops holding

@@ -78,7 +78,7 @@ def lexical_text(node: Node, summary: str | None = None) -> str:
 
 
 def summary_key(node: Node) -> str:
-    """The key of a chapter in the LLM summary cache (workbench/summaries.py): its content hash."""
+    """The key of a chapter in the LLM summary cache (workbench/answer/summaries.py): its content hash."""
     return node.content_hash or hashlib.sha256(node.content.encode("utf-8")).hexdigest()[:16]
 
 

@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from engine.config import EngineConfig
-from workbench.metrics import percentile
+from workbench.eval.metrics import percentile
 
 MODES = ("vector", "keyword", "hybrid", "hybrid_rerank", "peer_lancedb_hybrid")
 # Every key `wikirag bench --json` writes (tests check them; values may be null when a
@@ -353,7 +353,7 @@ def load_queries(path: str | Path) -> list[str]:
     """Queries from a golden set YAML (answerable items) or a text file (one per line)."""
     p = Path(path)
     if p.suffix.lower() in (".yaml", ".yml"):
-        from workbench import golden
+        from workbench.eval import golden
 
         return [i.query for i in golden.load(p).answerable()]
     return [ln.strip() for ln in p.read_text(encoding="utf-8").splitlines() if ln.strip()]
@@ -918,11 +918,11 @@ def bench_rescoring(
     """
     import yaml
 
-    from workbench import golden
-    from workbench.context import Workspace
-    from workbench.evaluate import EvalCache, Evaluator
-    from workbench.experiments import run_experiment
-    from workbench.sweep import sweep
+    from workbench.eval import golden
+    from workbench.eval.evaluate import EvalCache, Evaluator
+    from workbench.tune.experiments import run_experiment
+    from workbench.tune.sweep import sweep
+    from workbench.workspace import Workspace
 
     say = log or (lambda m: sys.stderr.write(m + "\n"))
     work = Path(work)

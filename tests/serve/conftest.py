@@ -17,7 +17,7 @@ import pytest
 from engine.config import EngineConfig
 from engine.indexer import build_index
 from engine.tree import parse_kb
-from workbench.context import Workspace, resolve
+from workbench.workspace import Workspace, resolve
 
 REPO = Path(__file__).resolve().parents[2]
 KB_FILES = (

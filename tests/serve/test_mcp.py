@@ -14,8 +14,8 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
 from tests.serve.conftest import REPO, TestKB
-from workbench.limits import MAX_QUERY_CHARS
-from workbench.mcp_server import doc_uri
+from workbench.serve.limits import MAX_QUERY_CHARS
+from workbench.serve.mcp import doc_uri
 
 
 def _params(kb: TestKB) -> StdioServerParameters:

@@ -11,9 +11,9 @@ import pytest
 from starlette.testclient import TestClient
 
 from tests.serve.conftest import TestKB, live_server
-from workbench.http_guard import allowed_hosts, check_request
-from workbench.limits import MAX_BODY_BYTES
-from workbench.serve import ServedEngine, create_app
+from workbench.serve.app import ServedEngine, create_app
+from workbench.serve.http_guard import allowed_hosts, check_request
+from workbench.serve.limits import MAX_BODY_BYTES
 
 EVIL = "http://attacker.example"
 
@@ -89,7 +89,7 @@ def test_allow_host_adds_names_and_the_bind_address():
 
 @pytest.fixture(scope="module")
 def mcp_client(test_kb: TestKB) -> Iterator[TestClient]:
-    from workbench.mcp_server import build_mcp_server, http_app
+    from workbench.serve.mcp import build_mcp_server, http_app
 
     server = build_mcp_server(ServedEngine(test_kb.ws, test_kb.cfg), llm=None)
     with TestClient(http_app(server), base_url="http://127.0.0.1:8765") as c:

@@ -16,7 +16,7 @@ from schemathesis import GenerationMode
 from starlette.testclient import TestClient
 
 from tests.serve.conftest import TestKB
-from workbench.serve import create_app
+from workbench.serve.app import create_app
 
 PROPS = settings(
     max_examples=60,

@@ -50,11 +50,11 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def filled_workspace(ui_workspace: dict[str, Path], tmp_path_factory) -> dict[str, Path]:
     """A copy of the UI workspace with one saved run and one experiment, as a user would have."""
-    from workbench import golden
-    from workbench.context import resolve
-    from workbench.engines import evaluator
-    from workbench.evaluate import save_run
-    from workbench.experiments import run_experiment
+    from workbench.eval import golden
+    from workbench.eval.engines import evaluator
+    from workbench.eval.evaluate import save_run
+    from workbench.tune.experiments import run_experiment
+    from workbench.workspace import resolve
 
     root = tmp_path_factory.mktemp("browser") / "ws"
     shutil.copytree(ui_workspace["root"], root)

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
-from workbench.acceptance import decide_scores
-from workbench.rule import STATISTICAL, STRICT
+from workbench.tune.acceptance import decide_scores
+from workbench.tune.rule import STATISTICAL, STRICT
 
 FAST = dataclasses.replace(STATISTICAL, resamples=1000)
 N = 700

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from workbench import analysis as A
+from workbench.eval import analysis as A
 
 
 def _q(qid, ranked, relevant, *, rec5, mrr, cause=None, attribution=(), **meta):

@@ -10,14 +10,14 @@ import pytrec_eval
 from hypothesis import given
 from hypothesis import strategies as st
 
-from workbench.answer_metrics import (
+from workbench.answer.answer_metrics import (
     aggregate_answer_scores,
     citation_scores,
     parent_from_id,
     phrase_present,
     score_answer,
 )
-from workbench.chat import ChatAnswer
+from workbench.answer.chat import ChatAnswer
 
 A, A_CHILD, B, B_DOC, C = "docs/a#x", "docs/a#x/child", "docs/b#y", "docs/b", "docs/c#z"
 

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from engine.errors import EngineError
-from workbench.beir import heading_node_id, import_beir, passage_markdown, safe_name
+from workbench.eval.beir import heading_node_id, import_beir, passage_markdown, safe_name
 
 CORPUS = [
     {"_id": "d1", "title": "Alpha Beta", "text": "First passage."},
@@ -124,7 +124,7 @@ def test_ids_exist_in_the_parsed_tree(imported):
 
 
 def test_golden_set_validates(imported):
-    golden = pytest.importorskip("workbench.golden")
+    golden = pytest.importorskip("workbench.eval.golden")
     tree = pytest.importorskip("engine.tree")
     tmp_path, _ = imported
     gs = golden.load(tmp_path / "ds.yaml")
@@ -226,6 +226,6 @@ def test_cmrc2018_trial(shared_data, tmp_path):
         kb = tree.parse_kb(tmp_path / "kb")
         missing = [nid for q in ds["queries"] for nid in q["relevant"] if nid not in kb.nodes]
         assert missing == []
-        golden = pytest.importorskip("workbench.golden")
+        golden = pytest.importorskip("workbench.eval.golden")
         issues = golden.validate(golden.load(tmp_path / "cmrc.yaml"), kb)
         assert [str(i) for i in issues if i.level == "error"] == []

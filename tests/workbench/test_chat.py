@@ -28,7 +28,7 @@ from tests.workbench.openai_server import (
     call_tool,
     task_of,
 )
-from workbench.chat import (
+from workbench.answer.chat import (
     ENOUGH_COVERAGE,
     INSUFFICIENT_COVERAGE,
     ChatAnswer,
@@ -42,7 +42,7 @@ from workbench.chat import (
     rule_rewrite,
     rule_verdict,
 )
-from workbench.llm import LLMClient, LLMSettings
+from workbench.answer.llm import LLMClient, LLMSettings
 
 KEY = "sk-chat-SECRET-9876543210"
 CFG = EngineConfig()
@@ -283,7 +283,7 @@ def test_rule_rewrite_is_prepended_to_the_original_question():
 
 
 def _src(i: int, n: int = 1):
-    from workbench.chat import _source_from_result
+    from workbench.answer.chat import _source_from_result
 
     return _source_from_result(n, result(i, 1.0))
 

@@ -5,16 +5,16 @@ import pytest
 from engine.config import EngineConfig
 from engine.errors import ConfigError, EngineError
 from engine.pipeline import Ranked
-from workbench.compare import (
+from workbench.eval.evaluate import EvalRun, QueryResult
+from workbench.eval.golden import GoldenItem, GoldenSet
+from workbench.tune.compare import (
     compare_configs,
     compare_runs,
     comparison_figures,
     first_relevant_rank,
     parse_config_spec,
 )
-from workbench.context import Workspace
-from workbench.evaluate import EvalRun, QueryResult
-from workbench.golden import GoldenItem, GoldenSet
+from workbench.workspace import Workspace
 
 
 def _ranked(ids):

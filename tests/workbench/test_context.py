@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from engine.errors import EngineError
-from workbench.context import resolve
+from workbench.workspace import resolve
 
 
 def test_defaults_and_dataset_name(tmp_path, monkeypatch):

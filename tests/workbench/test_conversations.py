@@ -7,14 +7,14 @@ import json
 import pytest
 
 from engine.errors import EngineError
-from workbench.chat import ChatAnswer
-from workbench.conversations import (
+from workbench.answer.chat import ChatAnswer
+from workbench.answer.conversations import (
     ChatStore,
     answer_from_dict,
     compare_replay,
     replay,
 )
-from workbench.llm import LLMSettings
+from workbench.answer.llm import LLMSettings
 
 
 def _answer(q, text, cited=("a#x",), retrieved=("a#x", "b#y"), refusal=False):

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from workbench.csv_export import neutralize
-from workbench.report import CSV_FIELDS, Report, render_csv
-from workbench.sweep import SweepPoint, SweepResult
+from workbench.export.csv_writer import neutralize
+from workbench.export.report import CSV_FIELDS, Report, render_csv
+from workbench.tune.sweep import SweepPoint, SweepResult
 
 HOSTILE = ["=cmd|' /C calc'!A0", "+SUM(1,1)", "-2+3", "@SUM(A1)", "\t=1", "\r=1"]
 
@@ -64,4 +64,4 @@ def test_no_module_writes_csv_except_csv_export() -> None:
         text = path.read_text(encoding="utf-8")
         if re.search(r"^\s*import csv\b|csv\.(writer|DictWriter)\(|df\.to_csv\(", text, re.M):
             writers.append(path.relative_to(root).as_posix())
-    assert writers == ["workbench/csv_export.py"]
+    assert writers == ["workbench/export/csv_writer.py"]

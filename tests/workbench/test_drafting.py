@@ -5,8 +5,8 @@ import pytest
 from engine.tree import parse_kb
 from tests.engine.engine_kit import write_kb
 from tests.workbench.openai_server import ChatServer, Fail, Say
-from workbench.drafting import draft_queries, key_sentence, rule_query
-from workbench.llm import LLMClient, LLMSettings
+from workbench.answer.drafting import draft_queries, key_sentence, rule_query
+from workbench.answer.llm import LLMClient, LLMSettings
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from engine.tree import parse_kb
 from tests.engine.engine_kit import HASH_CFG, write_kb
 from tests.workbench.test_evaluate import GOLDEN
 from workbench.cli import main
-from workbench.trec import read_qrels, read_run
+from workbench.eval.trec import read_qrels, read_run
 
 
 @pytest.fixture

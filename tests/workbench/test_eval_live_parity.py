@@ -17,8 +17,8 @@ from engine.indexer import build_index
 from engine.search import Engine
 from engine.tree import parse_kb
 from tests.engine.engine_kit import HASH_CFG, CountingEmbedder, FakeReranker, write_kb
-from workbench import golden
-from workbench.evaluate import Evaluator
+from workbench.eval import golden
+from workbench.eval.evaluate import Evaluator
 
 BASE = HASH_CFG.with_overrides({"rerank.provider": "http", "rerank.base_url": "http://x"})
 # Parents score above injection.min_score (0.8) so injection has children to add.

@@ -10,9 +10,9 @@ from engine.indexer import build_index
 from engine.tree import parse_kb
 from tests.engine.engine_kit import HASH_CFG, write_kb
 from tests.workbench.test_evaluate import GOLDEN
-from workbench.context import resolve
-from workbench.engines import evaluator, index_location, open_engine
-from workbench.experiments import ExperimentStore, run_experiment
+from workbench.eval.engines import evaluator, index_location, open_engine
+from workbench.tune.experiments import ExperimentStore, run_experiment
+from workbench.workspace import resolve
 
 
 @pytest.fixture
@@ -43,7 +43,7 @@ def test_try_logs_and_keeps_baseline_on_rollback(ws) -> None:
 
 
 def test_try_with_strict_rule_and_kb_rule_file(ws) -> None:
-    from workbench.rule import STRICT
+    from workbench.tune.rule import STRICT
 
     res = run_experiment(ws, lambda c: evaluator(ws, c), {"fusion.k": 5.0}, rule=STRICT)
     assert "regressed queries" in [c.name for c in res.decision.criteria]
@@ -95,9 +95,9 @@ def test_experiment_names_the_queries_it_improved_and_regressed(ws) -> None:
 
 
 def test_stemming_is_index_affecting_and_gets_a_side_index(ws) -> None:
-    from workbench.catalog import needs_reindex
-    from workbench.engines import index_key
-    from workbench.evaluate import retrieval_key
+    from workbench.eval.engines import index_key
+    from workbench.eval.evaluate import retrieval_key
+    from workbench.tune.catalog import needs_reindex
 
     stem = HASH_CFG.with_overrides({"lexical.stem": True})
     assert needs_reindex({"lexical.stem": True})
@@ -115,7 +115,7 @@ def test_stemming_is_index_affecting_and_gets_a_side_index(ws) -> None:
 
 
 def test_log_rows_are_newest_first_and_the_trajectory_knows_the_golden_set(ws) -> None:
-    from workbench.experiments import log_rows, trajectory
+    from workbench.tune.experiments import log_rows, trajectory
 
     ev = lambda c: evaluator(ws, c)  # noqa: E731
     run_experiment(ws, ev, {"search.mode": "vector"})

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from workbench.metrics import evaluate_query, parse_measure, tree_gains
+from workbench.eval.metrics import evaluate_query, parse_measure, tree_gains
 
 # doc
 # ├── a          (relevant)

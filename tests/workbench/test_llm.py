@@ -21,7 +21,7 @@ from tests.workbench.openai_server import (
     WrongShape,
     call_tool,
 )
-from workbench.llm import LLMClient, LLMError, LLMSettings, llm_settings, read_dotenv, redact
+from workbench.answer.llm import LLMClient, LLMError, LLMSettings, llm_settings, read_dotenv, redact
 
 KEY = "sk-test-SECRET-0123456789"
 MSGS = [{"role": "user", "content": "hello"}]

@@ -11,7 +11,7 @@ import pytest
 from engine.config import LLMConfig
 from engine.errors import ConfigError
 from tests.workbench.openai_server import ChatServer, Say
-from workbench.llm import LLMClient, LLMError, LLMSettings, llm_settings, redact
+from workbench.answer.llm import LLMClient, LLMError, LLMSettings, llm_settings, redact
 
 
 def test_a_config_naming_a_non_key_variable_sends_nothing(monkeypatch):

@@ -8,11 +8,10 @@ import pytest
 
 from tests.engine.engine_kit import HASH_CFG
 from tests.workbench import synthetic_kb
-from workbench import golden
-from workbench.context import resolve
-from workbench.engines import evaluator, forget_engines
-from workbench.experiments import ExperimentStore
-from workbench.optimizer import (
+from workbench.eval import golden
+from workbench.eval.engines import evaluator, forget_engines
+from workbench.tune.experiments import ExperimentStore
+from workbench.tune.optimizer import (
     Study,
     TrialRow,
     load_studies,
@@ -21,6 +20,7 @@ from workbench.optimizer import (
     run_study,
     study_figures,
 )
+from workbench.workspace import resolve
 
 VECTOR_BASE = HASH_CFG.with_overrides({"search.mode": "vector"})
 
@@ -140,7 +140,7 @@ def test_cli_optimize_search_and_catalog_flags(ws, capsys) -> None:
 
 
 def test_html_report_carries_the_study_figures(ws) -> None:
-    from workbench.report import build_report, render_html, render_markdown
+    from workbench.export.report import build_report, render_html, render_markdown
 
     out = optimize(ws, _ev(ws), trials=12, seed=4, k_folds=3)
     base = ExperimentStore(ws.experiments).baseline_config()
@@ -153,7 +153,7 @@ def test_html_report_carries_the_study_figures(ws) -> None:
 
 
 def test_nested_cv_estimate_chooses_on_the_other_folds() -> None:
-    from workbench.optimizer import selection_estimate
+    from workbench.tune.optimizer import selection_estimate
 
     a = _row(0, [1.0, 0.0, 0.5], changes=0)
     b = _row(1, [0.0, 0.6, 0.3], changes=1)
@@ -165,7 +165,7 @@ def test_nested_cv_estimate_chooses_on_the_other_folds() -> None:
 def test_optimize_refuses_while_another_writer_holds_the_lock(ws) -> None:
     import multiprocessing as mp
 
-    from workbench.experiments import ExperimentBusyError
+    from workbench.tune.experiments import ExperimentBusyError
 
     store = ExperimentStore(ws.experiments)
     ready, release = mp.Event(), mp.Event()

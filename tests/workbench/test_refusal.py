@@ -14,9 +14,8 @@ from engine.tree import parse_kb
 from tests.engine.engine_kit import HASH_CFG, write_kb
 from tests.workbench.openai_server import ChatServer, Say, task_of
 from tests.workbench.test_chat import CFG, CHAPTERS, OverlapRetriever, llm_for, steps
-from workbench.chat import answer, key_terms, retrieve_sources
-from workbench.cli import main
-from workbench.refusal import (
+from workbench.answer.chat import answer, key_terms, retrieve_sources
+from workbench.answer.refusal import (
     CALIBRATION_FILE,
     EvidenceFeatures,
     RefusalModel,
@@ -29,6 +28,7 @@ from workbench.refusal import (
     load_model,
     model_for,
 )
+from workbench.cli import main
 
 ANSWERABLE = [
     "BM25 k1 term saturation parameter",

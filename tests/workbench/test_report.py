@@ -10,9 +10,9 @@ from plotly.offline import get_plotlyjs
 from engine.config import EngineConfig
 from engine.pipeline import Ranked
 from workbench.cli import main
-from workbench.evaluate import EvalRun, QueryResult, save_run
-from workbench.golden import GoldenItem
-from workbench.report import (
+from workbench.eval.evaluate import EvalRun, QueryResult, save_run
+from workbench.eval.golden import GoldenItem
+from workbench.export.report import (
     SECTIONS,
     build_report,
     render_csv,
@@ -21,7 +21,7 @@ from workbench.report import (
     render_markdown,
     run_from_record,
 )
-from workbench.scorecard import build_scorecard
+from workbench.tune.scorecard import build_scorecard
 
 XSS = "<script>alert(1)</script>"
 VOID = {"meta", "br", "hr", "img", "input", "link", "col", "wbr", "source", "area", "base"}

@@ -10,8 +10,8 @@ import plotly.io as pio
 import pytest
 
 from tests.workbench.test_report import LOG, _run
-from workbench.report import REPORT_COLORWAY, build_report, render_html
-from workbench.scorecard import build_scorecard
+from workbench.export.report import REPORT_COLORWAY, build_report, render_html
+from workbench.tune.scorecard import build_scorecard
 
 
 @pytest.fixture

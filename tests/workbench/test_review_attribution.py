@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from engine.config import EngineConfig
 from engine.pipeline import Candidates
-from workbench import golden
-from workbench.evaluate import Evaluator
+from workbench.eval import golden
+from workbench.eval.evaluate import Evaluator
 
 IDS = [f"n{i:02d}" for i in range(1, 41)]
 

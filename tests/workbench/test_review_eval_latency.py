@@ -6,8 +6,8 @@ import time
 
 from engine.config import EngineConfig
 from engine.pipeline import Candidates
-from workbench import golden
-from workbench.evaluate import EvalCache, Evaluator
+from workbench.eval import golden
+from workbench.eval.evaluate import EvalCache, Evaluator
 
 STAGES = {"expand": 1.0, "embed": 2.0, "vector": 3.0, "bm25": 4.0}
 

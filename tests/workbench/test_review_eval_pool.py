@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from engine.config import EngineConfig
 from engine.pipeline import Candidates, rank
-from workbench import golden
-from workbench.evaluate import EvalCache, Evaluator
+from workbench.eval import golden
+from workbench.eval.evaluate import EvalCache, Evaluator
 
 VECTOR = ["x", *(f"v{i:03d}" for i in range(1, 400))]
 BM25 = [*(f"b{i:03d}" for i in range(1, 250)), "x", *(f"c{i:03d}" for i in range(150))]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from workbench import golden as g
+from workbench.eval import golden as g
 
 TEXT = """name: demo
 queries:

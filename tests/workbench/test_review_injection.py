@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 from engine.config import EngineConfig
 from engine.pipeline import Candidates, pool_size, rank
-from workbench import golden
-from workbench.evaluate import Evaluator
+from workbench.eval import golden
+from workbench.eval.evaluate import Evaluator
 
 ORDER = ["p", "x", "y", "z", "c"]  # c is p's child, fused 5th
 RERANK = {"p": 0.9, "x": 0.5, "y": 0.4, "z": 0.35, "c": 0.3}

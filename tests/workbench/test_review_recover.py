@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from engine.config import EngineConfig
 from tests.workbench.test_experiments import _result
-from workbench.experiments import ExperimentStore
+from workbench.tune.experiments import ExperimentStore
 
 
 def test_recover_keeps_a_hand_edited_baseline(tmp_path) -> None:

@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from engine.errors import EngineError
-from workbench import rule as rules
-from workbench.rule import STATISTICAL, STRICT
+from workbench.tune import rule as rules
+from workbench.tune.rule import STATISTICAL, STRICT
 
 
 def test_default_is_statistical_and_rule_yaml_overrides_its_preset(tmp_path: Path) -> None:

@@ -2,9 +2,9 @@ import pytest
 
 from engine.config import EngineConfig
 from engine.tree import Document, KnowledgeBase, Node
-from workbench.evaluate import EvalRun, QueryResult
-from workbench.golden import GoldenItem, GoldenSet
-from workbench.scorecard import (
+from workbench.eval.evaluate import EvalRun, QueryResult
+from workbench.eval.golden import GoldenItem, GoldenSet
+from workbench.tune.scorecard import (
     RECALL5_BANDS,
     WEIGHTS,
     build_scorecard,
@@ -312,7 +312,7 @@ def test_a_reranker_the_log_shows_hurting_earns_its_points_off_and_is_not_sugges
 
 
 def test_a_suggestion_whose_requirement_is_missing_is_disabled_with_the_reason(monkeypatch):
-    from workbench.scorecard import requirement_missing
+    from workbench.tune.scorecard import requirement_missing
 
     for var in ("OPENAI_BASE_URL", "WIKIRAG_LLM_MODEL"):
         monkeypatch.delenv(var, raising=False)

@@ -4,7 +4,7 @@ import optuna
 import pytest
 
 from engine.config import EngineConfig, all_keys
-from workbench.search_space import (
+from workbench.tune.search_space import (
     SEARCH_SPACE,
     ParamSpec,
     available,

@@ -3,7 +3,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from workbench.stats import compare_paired, paired_bootstrap_ci, randomization_test
+from workbench.eval.stats import compare_paired, paired_bootstrap_ci, randomization_test
 
 
 def test_randomization_exact_known_p():
@@ -68,14 +68,14 @@ def test_randomization_one_sided_halves_the_symmetric_two_sided_p():
 
 
 def test_sign_test_one_sided_exact():
-    from workbench.stats import sign_test
+    from workbench.eval.stats import sign_test
 
     assert sign_test(0, 3) == pytest.approx(1 / 8)  # P(3 losses of 3 | fair coin)
     assert sign_test(14, 4) > 0.99 and sign_test(0, 0) == 1.0
 
 
 def test_holm_and_bh_adjustments_match_hand_computation():
-    from workbench.stats import benjamini_hochberg, holm
+    from workbench.eval.stats import benjamini_hochberg, holm
 
     p = [0.01, 0.04, 0.03]
     assert holm(p) == pytest.approx([0.03, 0.06, 0.06])

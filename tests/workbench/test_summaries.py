@@ -10,9 +10,9 @@ import pytest
 from engine.errors import EngineError, ProviderError
 from engine.tree import parse_kb
 from tests.workbench.openai_server import ChatServer, Fail, Say, task_of
+from workbench.answer.llm import LLMClient, LLMSettings
+from workbench.answer.summaries import load_summaries, summarize_kb
 from workbench.cli import main
-from workbench.llm import LLMClient, LLMSettings
-from workbench.summaries import load_summaries, summarize_kb
 
 DOC = """---
 title: Chunking

@@ -6,9 +6,9 @@ import pytest
 
 from engine.config import EngineConfig
 from engine.errors import ConfigError
-from workbench.evaluate import EvalRun, QueryResult
-from workbench.golden import GoldenItem, GoldenSet
-from workbench.sweep import (
+from workbench.eval.evaluate import EvalRun, QueryResult
+from workbench.eval.golden import GoldenItem, GoldenSet
+from workbench.tune.sweep import (
     best_index,
     expand_grid,
     format_sweep,
@@ -124,7 +124,7 @@ def test_best_index_tie_breaks():
     base = RRF11
 
     def point(recall, mrr, lat):
-        from workbench.sweep import _point
+        from workbench.tune.sweep import _point
 
         run = _run(base, "tune", recall, mrr, lat)
         return _point({}, base, "hybrid", run, run)

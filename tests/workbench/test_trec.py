@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from engine.errors import EngineError
-from workbench.trec import (
+from workbench.eval.trec import (
     TrecFormatError,
     format_ranking,
     read_qrels,
@@ -113,9 +113,9 @@ def _tied_run(n_queries: int, seed: int = 7):
 
     from engine.config import EngineConfig
     from engine.pipeline import Ranked
-    from workbench.evaluate import EvalRun, QueryResult
-    from workbench.golden import GoldenItem
-    from workbench.metrics import evaluate_query
+    from workbench.eval.evaluate import EvalRun, QueryResult
+    from workbench.eval.golden import GoldenItem
+    from workbench.eval.metrics import evaluate_query
 
     r = rnd.Random(seed)
     results = []
@@ -135,7 +135,7 @@ def _tied_run(n_queries: int, seed: int = 7):
 
 def test_exported_run_reproduces_eval_numbers_in_pytrec_eval(tmp_path) -> None:
     pytrec_eval = pytest.importorskip("pytrec_eval")
-    from workbench.evaluate import trec_run_lines
+    from workbench.eval.evaluate import trec_run_lines
 
     run = _tied_run(3000)
     path = tmp_path / "run.trec"
@@ -161,7 +161,7 @@ def test_exported_run_reproduces_eval_numbers_in_pytrec_eval(tmp_path) -> None:
 
 
 def test_exported_run_refuses_a_repeated_query_id() -> None:
-    from workbench.evaluate import trec_run_lines
+    from workbench.eval.evaluate import trec_run_lines
 
     run = _tied_run(2)
     run.results[1] = type(run.results[1])(

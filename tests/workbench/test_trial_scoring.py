@@ -8,9 +8,9 @@ from engine.errors import EngineError
 from engine.search import Engine
 from tests.engine.engine_kit import HASH_CFG
 from tests.workbench import synthetic_kb
-from workbench import golden
-from workbench.evaluate import EvalCache, Evaluator, parent_function
-from workbench.trial_scoring import ChannelBank, TrialScorer, make_folds
+from workbench.eval import golden
+from workbench.eval.evaluate import EvalCache, Evaluator, parent_function
+from workbench.tune.trial_scoring import ChannelBank, TrialScorer, make_folds
 
 
 def test_folds_partition_the_ids_deterministically() -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from engine.tree import parse_kb
-from workbench import golden as g
+from workbench.eval import golden as g
 
 REPO = Path(__file__).resolve().parents[2]
 CATEGORIES = ("rag", "retrieval", "agents", "knowledge-engineering", "evaluation", "llmops")

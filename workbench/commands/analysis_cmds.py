@@ -12,8 +12,8 @@ from workbench.commands.common import print_json, workspace
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from workbench.analysis import OUTCOMES, SLICES
-    from workbench.evaluate import CAUSES
+    from workbench.eval.analysis import OUTCOMES, SLICES
+    from workbench.eval.evaluate import CAUSES
 
     f = sub.add_parser("failures", help="failing queries of a saved run, worst first, by cause")
     _common(f)
@@ -48,7 +48,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def _record(args: argparse.Namespace, run_id: str | None) -> dict[str, Any]:
     from workbench.commands.scorecard_cmd import load_run_by_id
-    from workbench.evaluate import latest_run_record
+    from workbench.eval.evaluate import latest_run_record
 
     ws = workspace(args)
     if run_id:
@@ -67,7 +67,7 @@ def _mode(args: argparse.Namespace, rec: dict[str, Any]) -> str:
 
 
 def _failures(args: argparse.Namespace) -> int:
-    from workbench import analysis as A
+    from workbench.eval import analysis as A
 
     rec = _record(args, args.run)
     mode = _mode(args, rec)
@@ -117,7 +117,7 @@ def _failures(args: argparse.Namespace) -> int:
 
 
 def _diff(args: argparse.Namespace) -> int:
-    from workbench import analysis as A
+    from workbench.eval import analysis as A
 
     if not 2 <= len(args.runs) <= 4:
         raise EngineError(f"runs diff takes 2 to 4 run ids; got {len(args.runs)}")

@@ -31,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from workbench.beir import import_beir  # only this command needs it
+    from workbench.eval.beir import import_beir  # only this command needs it
 
     result = import_beir(
         args.folder,

@@ -48,8 +48,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _ask(args: argparse.Namespace) -> int:
     from engine.search import Engine
-    from workbench.chat import answer
-    from workbench.llm import LLMClient
+    from workbench.answer.chat import answer
+    from workbench.answer.llm import LLMClient
 
     if args.top_k < 1:
         raise ValueError("--top-k must be at least 1")
@@ -60,7 +60,7 @@ def _ask(args: argparse.Namespace) -> int:
     history: list[Any] = []
     store = cid = None
     if args.save:
-        from workbench.conversations import ChatStore, answer_from_dict
+        from workbench.answer.conversations import ChatStore, answer_from_dict
 
         store = ChatStore(ws.experiments)
         if args.save != "new":
@@ -114,8 +114,8 @@ def render_answer(d: dict[str, Any]) -> str:
 
 def _summarize(args: argparse.Namespace) -> int:
     from engine.tree import parse_kb
-    from workbench.llm import LLMClient
-    from workbench.summaries import summarize_kb
+    from workbench.answer.llm import LLMClient
+    from workbench.answer.summaries import summarize_kb
 
     ws = workspace(args)
     cfg = effective_config(args, ws)

@@ -45,7 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _store(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from workbench.conversations import ChatStore
+    from workbench.answer.conversations import ChatStore
 
     return ChatStore(workspace(args).experiments)
 
@@ -100,9 +100,9 @@ def _replay(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
     from engine.search import Engine
-    from workbench.chat import answer
-    from workbench.conversations import compare_replay, replay
-    from workbench.llm import LLMClient
+    from workbench.answer.chat import answer
+    from workbench.answer.conversations import compare_replay, replay
+    from workbench.answer.llm import LLMClient
 
     ws = workspace(args)
     cfg = effective_config(args, ws)

@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from engine.config import EngineConfig, parse_override
-from workbench.context import Workspace, resolve
+from workbench.workspace import Workspace, resolve
 
 
 def add_workspace_args(p: argparse.ArgumentParser, dataset: bool = False) -> None:

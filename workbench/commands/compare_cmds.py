@@ -52,8 +52,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from workbench import golden
-    from workbench.compare import compare_configs, parse_config_spec
+    from workbench.eval import golden
+    from workbench.tune.compare import compare_configs, parse_config_spec
 
     if not 2 <= len(args.configs) <= 4:
         raise ValueError(f"compare takes 2 to 4 configs; got {len(args.configs)}")
@@ -83,8 +83,8 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from workbench import golden
-    from workbench.sweep import format_sweep, parse_grid_arg, sweep
+    from workbench.eval import golden
+    from workbench.tune.sweep import format_sweep, parse_grid_arg, sweep
 
     ws = workspace(args)
     base = effective_config(args, ws)

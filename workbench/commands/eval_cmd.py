@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 from engine.atomic import atomic_write_text
-from workbench import golden
 from workbench.commands.common import (
     add_workspace_args,
     effective_config,
@@ -16,7 +15,8 @@ from workbench.commands.common import (
     print_json,
     workspace,
 )
-from workbench.evaluate import CAUSES, EvalRun, save_run, trec_qrels_lines, trec_run_lines
+from workbench.eval import golden
+from workbench.eval.evaluate import CAUSES, EvalRun, save_run, trec_qrels_lines, trec_run_lines
 
 TABLE_MEASURES = ("recall", "precision", "hit", "ndcg", "hrecall", "hndcg", "mrr")
 TABLE_KS = (1, 3, 5, 10, 20)
@@ -62,7 +62,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.engines import evaluator  # heavy: loads the engine
+    from workbench.eval.engines import evaluator  # heavy: loads the engine
 
     ws = workspace(args)
     cfg = effective_config(args, ws)
@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     ev.cache.save()
     record = result.to_dict()
     if args.answers:
-        from workbench.answer_eval import evaluate_answers
+        from workbench.answer.answer_eval import evaluate_answers
 
         record["answers"] = evaluate_answers(ev.engine, gs, cfg, split=args.split)
     if not args.no_save:
@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
             atomic_write_text(Path(args.json), json.dumps(record, ensure_ascii=False, indent=1))
         sys.stdout.write(format_run(result, record.get("answers")))
     if args.gate:
-        from workbench.experiments import gate
+        from workbench.tune.experiments import gate
 
         ok, reason = gate(ws, result)
         (sys.stdout if ok else sys.stderr).write(f"gate: {'PASS' if ok else 'FAIL'}: {reason}\n")

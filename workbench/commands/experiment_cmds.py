@@ -8,7 +8,7 @@ import sys
 from engine.config import EngineConfig, parse_override
 from engine.errors import EngineError
 from workbench.commands.common import add_kb_args, info, print_json, workspace
-from workbench.context import Workspace
+from workbench.workspace import Workspace
 
 RULE_HELP = (
     "statistical | strict | a rule.yaml file (default: experiments/<kb>/rule.yaml if present, "
@@ -72,7 +72,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _evaluator_for(ws: Workspace):
-    from workbench.engines import evaluator
+    from workbench.eval.engines import evaluator
 
     return lambda cfg: evaluator(ws, cfg)
 
@@ -124,8 +124,8 @@ def _print_result(res, as_json: bool, dry_run: bool = False) -> None:
 
 
 def _try(args: argparse.Namespace) -> int:
-    from workbench.experiments import run_experiment
-    from workbench.rule import resolve
+    from workbench.tune.experiments import run_experiment
+    from workbench.tune.rule import resolve
 
     ws = workspace(args)
     rule = resolve(ws.experiments, args.rule)  # a bad --rule fails before any evaluation
@@ -147,7 +147,7 @@ def _try(args: argparse.Namespace) -> int:
 
 
 def _rule(args: argparse.Namespace) -> int:
-    from workbench.rule import RULE_FILE, resolve
+    from workbench.tune.rule import RULE_FILE, resolve
 
     ws = workspace(args)
     rule = resolve(ws.experiments, args.rule)
@@ -165,7 +165,7 @@ def _rule(args: argparse.Namespace) -> int:
 
 
 def _log(args: argparse.Namespace) -> int:
-    from workbench.experiments import ExperimentStore, trajectory
+    from workbench.tune.experiments import ExperimentStore, trajectory
 
     store = ExperimentStore(workspace(args).experiments)
     points = trajectory(store)
@@ -190,7 +190,7 @@ def _log(args: argparse.Namespace) -> int:
 
 
 def _restore(args: argparse.Namespace) -> int:
-    from workbench.experiments import ExperimentStore
+    from workbench.tune.experiments import ExperimentStore
 
     cfg = ExperimentStore(workspace(args).experiments).restore(args.version, notify=info)
     info(f"baseline is now version {args.version} (config {cfg.hash})")
@@ -198,7 +198,7 @@ def _restore(args: argparse.Namespace) -> int:
 
 
 def _versions(args: argparse.Namespace) -> int:
-    from workbench.experiments import ExperimentStore
+    from workbench.tune.experiments import ExperimentStore
 
     store = ExperimentStore(workspace(args).experiments)
     rows = []
@@ -244,7 +244,7 @@ def _optimize(args: argparse.Namespace) -> int:
 def _optimize_search(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from workbench.optimizer import DEFAULT_TRIALS, K_FOLDS, optimize
+    from workbench.tune.optimizer import DEFAULT_TRIALS, K_FOLDS, optimize
 
     ws = workspace(args)
     trials = DEFAULT_TRIALS if args.trials is None else args.trials
@@ -303,7 +303,7 @@ def _optimize_search(args: argparse.Namespace) -> int:
 
 
 def _optimize_catalog(args: argparse.Namespace) -> int:
-    from workbench.experiments import ExperimentStore, optimize
+    from workbench.tune.experiments import ExperimentStore, optimize
 
     ws = workspace(args)
     tiers_text = "1,2" if args.tiers is None else args.tiers

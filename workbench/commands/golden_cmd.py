@@ -7,8 +7,8 @@ import sys
 
 from engine.errors import EngineError
 from engine.tree import KnowledgeBase, parse_kb
-from workbench import golden
 from workbench.commands.common import add_kb_args, info, print_json, workspace
+from workbench.eval import golden
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -121,8 +121,8 @@ def _draft(args: argparse.Namespace) -> int:
     import yaml
 
     from engine.config import EngineConfig
-    from workbench.drafting import draft_queries
-    from workbench.llm import LLMClient, llm_settings
+    from workbench.answer.drafting import draft_queries
+    from workbench.answer.llm import LLMClient, llm_settings
 
     gs, kb = _load(args)
     nodes = []

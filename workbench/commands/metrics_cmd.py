@@ -7,8 +7,8 @@ import sys
 
 from engine.errors import EngineError
 from workbench.commands.common import print_json
-from workbench.metrics import default_measures, evaluate_run, known_measures, parse_measure
-from workbench.trec import read_qrels, read_run
+from workbench.eval.metrics import default_measures, evaluate_run, known_measures, parse_measure
+from workbench.eval.trec import read_qrels, read_run
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -1,5 +1,5 @@
 """`wikirag calibrate-refusal`: fit the chat's evidence judge on a golden set, measure it by
-cross-validation and store it as ``experiments/<kb>/refusal.yaml`` (workbench/refusal.py)."""
+cross-validation and store it as ``experiments/<kb>/refusal.yaml`` (workbench/answer/refusal.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import argparse
 import sys
 from datetime import UTC, datetime
 
-from workbench import golden
 from workbench.commands.common import (
     add_workspace_args,
     effective_config,
@@ -15,6 +14,7 @@ from workbench.commands.common import (
     print_json,
     workspace,
 )
+from workbench.eval import golden
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -38,8 +38,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from engine.search import Engine
-    from workbench.chat import retrieve_sources
-    from workbench.refusal import (
+    from workbench.answer.chat import retrieve_sources
+    from workbench.answer.refusal import (
         CALIBRATION_FILE,
         MAX_FALSE_REFUSAL,
         cross_validate,

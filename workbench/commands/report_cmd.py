@@ -31,8 +31,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from workbench.commands.scorecard_cmd import load_run_by_id
-    from workbench.evaluate import latest_run_record, trec_qrels_lines, trec_run_lines
-    from workbench.report import build_report, golden_from_record, run_from_record, write_report
+    from workbench.eval.evaluate import latest_run_record, trec_qrels_lines, trec_run_lines
+    from workbench.export.report import (
+        build_report,
+        golden_from_record,
+        run_from_record,
+        write_report,
+    )
 
     args.config = None
     ws = workspace(args)
@@ -58,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         path = write_report(report, args.format, args.out)
         info(f"report: {path}")
     else:
-        from workbench.report import render_csv, render_html, render_json, render_markdown
+        from workbench.export.report import render_csv, render_html, render_json, render_markdown
 
         render = {"html": render_html, "md": render_markdown, "csv": render_csv}
         sys.stdout.write(render.get(args.format, render_json)(report))
@@ -67,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _golden_for(ws, record):
     """The golden set file the run used (graded labels), if it is unchanged since."""
-    from workbench import golden
+    from workbench.eval import golden
 
     path = Path(record.get("dataset", {}).get("path") or ws.dataset)
     try:
@@ -78,8 +83,8 @@ def _golden_for(ws, record):
 
 
 def _scorecard(ws, record):
-    from workbench.report import run_from_record
-    from workbench.scorecard import compute_scorecard
+    from workbench.export.report import run_from_record
+    from workbench.tune.scorecard import compute_scorecard
 
     ev_run = run_from_record(record)
     try:

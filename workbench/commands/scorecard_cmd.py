@@ -15,7 +15,7 @@ from workbench.commands.common import (
     print_json,
     workspace,
 )
-from workbench.context import Workspace
+from workbench.workspace import Workspace
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -34,7 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def load_run_by_id(ws: Workspace, run_id: str) -> dict[str, Any]:
     """The run record ``experiments/<kb>/runs/<ID>.json``; a clear error when absent."""
-    from workbench.evaluate import list_runs, load_run_record
+    from workbench.eval.evaluate import list_runs, load_run_record
 
     path = Path(ws.runs_dir) / f"{Path(run_id).stem}.json"
     if not path.is_file():
@@ -46,8 +46,8 @@ def load_run_by_id(ws: Workspace, run_id: str) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.report import run_from_record
-    from workbench.scorecard import compute_scorecard
+    from workbench.export.report import run_from_record
+    from workbench.tune.scorecard import compute_scorecard
 
     ws = workspace(args)
     cfg = effective_config(args, ws)

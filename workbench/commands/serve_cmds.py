@@ -62,8 +62,8 @@ def _add_allow_host(p: argparse.ArgumentParser) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from workbench.http_guard import allowed_hosts
-    from workbench.serve import create_app, run_server
+    from workbench.serve.app import create_app, run_server
+    from workbench.serve.http_guard import allowed_hosts
 
     ws = workspace(args)
     cfg = effective_config(args, ws)
@@ -76,7 +76,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _mcp(args: argparse.Namespace) -> int:
-    from workbench.mcp_server import open_mcp_server, quiet_stdout, run_http, run_stdio
+    from workbench.serve.mcp import open_mcp_server, quiet_stdout, run_http, run_stdio
 
     with quiet_stdout():
         ws = workspace(args)

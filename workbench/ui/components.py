@@ -15,12 +15,12 @@ import streamlit as st
 
 from engine.config import EngineConfig
 from engine.errors import EngineError, IndexMissingError
-from workbench import golden
-from workbench.context import Workspace
-from workbench.golden import GoldenSet
-from workbench.safe_markdown import safe_markdown
+from workbench.answer.safe_markdown import safe_markdown
+from workbench.eval import golden
+from workbench.eval.golden import GoldenSet
 from workbench.ui import resources, state
 from workbench.ui.i18n import switch, t
+from workbench.workspace import Workspace
 
 # Target bands for recall (DESIGN.md): poor < 0.5 <= acceptable < 0.7 <= good < 0.85 <= excellent.
 BANDS = ((0.85, "excellent", "green"), (0.7, "good", "blue"), (0.5, "acceptable", "orange"))
@@ -141,7 +141,7 @@ def freshness_badge(status: Mapping[str, Any]) -> str:
 
 
 def llm_status(cfg: EngineConfig) -> str:
-    from workbench.llm import llm_settings
+    from workbench.answer.llm import llm_settings
 
     s = llm_settings(cfg.llm)
     if s is None:
@@ -373,8 +373,8 @@ def _flag(cell: Any) -> bool:
 
 
 def config_specs(ws: Workspace) -> list[str]:
-    """Config names `workbench.compare.parse_config_spec` understands, baseline first."""
-    from workbench.experiments import ExperimentStore
+    """Config names `workbench.tune.compare.parse_config_spec` understands, baseline first."""
+    from workbench.tune.experiments import ExperimentStore
 
     versions = ExperimentStore(ws.experiments).accepted_versions()
     return ["baseline", "defaults", *[f"v{v['version']}" for v in reversed(versions)]]

@@ -7,7 +7,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from workbench.conversations import (
+from workbench.answer.conversations import (
     ChatStore,
     Conversation,
     answer_from_dict,
@@ -97,7 +97,7 @@ def history_panel(ws: Any, llm: Any, mode: str, top_k: int) -> None:
         name = r[0].selectbox(t("Config"), list(options), key=state.CHAT_REPLAY_CONFIG)
         if r[1].button(t("Replay"), key="chat_replay_run", disabled=not conv.turns):
             from engine.config import EngineConfig
-            from workbench.chat import answer
+            from workbench.answer.chat import answer
 
             cfg = EngineConfig.from_yaml(options[name])
             engine = resources.engine(ws, cfg)

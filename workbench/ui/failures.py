@@ -9,8 +9,8 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from workbench import analysis as A
-from workbench.evaluate import CAUSES
+from workbench.eval import analysis as A
+from workbench.eval.evaluate import CAUSES
 from workbench.ui import components as ui
 from workbench.ui import state
 from workbench.ui.i18n import t

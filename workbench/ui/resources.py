@@ -18,10 +18,10 @@ import streamlit as st
 
 from engine.config import EngineConfig
 from engine.tree import KnowledgeBase, markdown_files, parse_kb
-from workbench import golden
-from workbench.context import Workspace, resolve
-from workbench.evaluate import Evaluator, list_runs, load_run_record
-from workbench.experiments import ExperimentStore
+from workbench.eval import golden
+from workbench.eval.evaluate import Evaluator, list_runs, load_run_record
+from workbench.tune.experiments import ExperimentStore
+from workbench.workspace import Workspace, resolve
 
 ENV = {
     "kb": "WIKIRAG_KB",
@@ -95,7 +95,7 @@ def golden_set(ws: Workspace) -> golden.GoldenSet | None:
 
 @st.cache_resource(show_spinner="Opening the search engine…", max_entries=8)
 def _engine(kb_path: str, index: str, cfg_hash: str, _ws: Workspace, _cfg: EngineConfig) -> Any:
-    from workbench.engines import open_engine
+    from workbench.eval.engines import open_engine
 
     return open_engine(_ws, _cfg)
 
@@ -109,7 +109,7 @@ def engine(ws: Workspace, cfg: EngineConfig) -> Any:
 def _evaluator(
     kb_path: str, index: str, cfg_hash: str, _ws: Workspace, _cfg: EngineConfig
 ) -> Evaluator:
-    from workbench.engines import evaluator
+    from workbench.eval.engines import evaluator
 
     return evaluator(_ws, _cfg)
 
@@ -120,7 +120,7 @@ def evaluator(ws: Workspace, cfg: EngineConfig) -> Evaluator:
 
 def forget_engines() -> None:
     """After a re-index: drop every cached engine so the next search sees the new index."""
-    from workbench.engines import forget_engines as _forget
+    from workbench.eval.engines import forget_engines as _forget
 
     _forget()
     _engine.clear()
@@ -197,7 +197,7 @@ def config_options(ws: Workspace) -> dict[str, str]:
 
 @st.cache_resource(show_spinner=False, max_entries=4)
 def _llm(llm_yaml: str, _cfg: EngineConfig) -> Any:
-    from workbench.llm import LLMClient
+    from workbench.answer.llm import LLMClient
 
     return LLMClient.from_config(_cfg.llm)
 

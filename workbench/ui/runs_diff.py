@@ -8,7 +8,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from workbench import analysis as A
+from workbench.eval import analysis as A
 from workbench.ui import components as ui
 from workbench.ui import resources, state
 from workbench.ui.i18n import t

@@ -6,7 +6,7 @@ from typing import Any
 
 import streamlit as st
 
-from workbench.golden import GoldenSet
+from workbench.eval.golden import GoldenSet
 
 CONFIG_CHOICE = "config_choice"  # the sidebar selectbox's key
 SELECTED_NODE = "selected_node"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from workbench import golden
-from workbench.chat import answer, draft_golden_item
-from workbench.safe_markdown import safe_markdown
+from workbench.answer.chat import answer, draft_golden_item
+from workbench.answer.safe_markdown import safe_markdown
+from workbench.eval import golden
 from workbench.ui import components as ui
 from workbench.ui import resources, state
 from workbench.ui.conversations import history_panel, keep_turn

@@ -22,8 +22,8 @@ with ui.guarded(t("Compare & sweep")):
             t("Comparisons need a golden set."), "views/golden_set.py", t("Create the golden set")
         )
         st.stop()
-    compare = ui.core("workbench.compare", "wikirag compare")
-    sweep_mod = ui.core("workbench.sweep", "wikirag sweep")
+    compare = ui.core("workbench.tune.compare", "wikirag compare")
+    sweep_mod = ui.core("workbench.tune.sweep", "wikirag sweep")
     bases = ui.config_specs(ws)
 
     compare_tab, runs_tab, sweep_tab = st.tabs(
@@ -166,7 +166,7 @@ with ui.guarded(t("Compare & sweep")):
                 key=state.SWEEP_EXPERIMENT_POINT,
             )
             if b.button(t("Run as experiment"), key="sw_experiment"):
-                from workbench.experiments import run_experiment
+                from workbench.tune.experiments import run_experiment
 
                 with st.status(
                     t("Evaluating baseline and candidate on tune and holdout…")

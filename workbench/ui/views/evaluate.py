@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from workbench.evaluate import save_run
+from workbench.eval.evaluate import save_run
 from workbench.ui import components as ui
 from workbench.ui import resources, state
 from workbench.ui.failures import failure_analysis

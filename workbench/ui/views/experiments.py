@@ -7,10 +7,16 @@ import pandas as pd
 import streamlit as st
 
 from engine.config import all_keys
-from workbench import optimizer
-from workbench import rule as rules
-from workbench.catalog import CATALOG, TIER_NAMES
-from workbench.experiments import ExperimentStore, log_rows, optimize, run_experiment, trajectory
+from workbench.tune import optimizer
+from workbench.tune import rule as rules
+from workbench.tune.catalog import CATALOG, TIER_NAMES
+from workbench.tune.experiments import (
+    ExperimentStore,
+    log_rows,
+    optimize,
+    run_experiment,
+    trajectory,
+)
 from workbench.ui import components as ui
 from workbench.ui import resources, state
 from workbench.ui.i18n import t

@@ -7,13 +7,13 @@ from dataclasses import replace
 import pandas as pd
 import streamlit as st
 
-from workbench import golden
-from workbench.drafting import draft_queries
-from workbench.pooling import pool_candidates
-from workbench.snippets import escape_markdown, plain_text
+from workbench.answer.drafting import draft_queries
+from workbench.eval import golden
+from workbench.eval.pooling import pool_candidates
 from workbench.ui import components as ui
 from workbench.ui import resources, state
 from workbench.ui.i18n import t
+from workbench.ui.snippets import escape_markdown, plain_text
 
 st.title(t("Golden set"))
 if msg := state.flash():

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from workbench.evaluate import run_record_means
-from workbench.experiments import ExperimentStore, trajectory
+from workbench.eval.evaluate import run_record_means
+from workbench.tune.experiments import ExperimentStore, trajectory
 from workbench.ui import components as ui
 from workbench.ui import resources, state
 from workbench.ui.i18n import t

@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 import streamlit.components.v1 as components
 
-from workbench.evaluate import trec_qrels_lines, trec_run_lines
+from workbench.eval.evaluate import trec_qrels_lines, trec_run_lines
 from workbench.ui import components as ui
 from workbench.ui import resources, state
 from workbench.ui.i18n import t
@@ -20,7 +20,7 @@ with ui.guarded(t("Reports")):
             t("No evaluation runs to report on yet."), "views/evaluate.py", t("Run an evaluation")
         )
         st.stop()
-    report_mod = ui.core("workbench.report", "wikirag report")
+    report_mod = ui.core("workbench.export.report", "wikirag report")
     if report_mod is None:
         st.stop()
     names = [p.stem for p in runs]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from workbench.experiments import run_experiment
+from workbench.tune.experiments import run_experiment
 from workbench.ui import components as ui
 from workbench.ui import resources, state
 from workbench.ui.i18n import t
@@ -22,7 +22,7 @@ with ui.guarded(t("Scorecard")):
             t("Create the golden set"),
         )
         st.stop()
-    sc = ui.core("workbench.scorecard", "wikirag scorecard")
+    sc = ui.core("workbench.tune.scorecard", "wikirag scorecard")
     if sc is None:
         st.stop()
 

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from workbench.evaluate import EvalRun
+from workbench.eval.evaluate import EvalRun
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """HTTP API over the tuned engine: ``create_app(ws, cfg)`` returns the FastAPI app.
 
 The app answers from one engine opened under ``cfg`` (by default the KB's accepted
-baseline, see ``workbench.context``) and stamps that config's hash on every response: in
+baseline, see ``workbench.workspace``) and stamps that config's hash on every response: in
 the JSON body as ``config_hash`` and in an ``X-Config-Hash`` header, so a number seen by a
 client can always be traced to the settings that produced it.
 
@@ -42,9 +42,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from engine.config import EngineConfig
 from engine.errors import EngineError, IndexMissingError, ProviderError, UnknownNodeError
-from workbench.context import Workspace
-from workbench.http_guard import RequestGuard, allowed_hosts
-from workbench.limits import MAX_BODY_BYTES, MAX_QUERY_CHARS
+from workbench.serve.http_guard import RequestGuard, allowed_hosts
+from workbench.serve.limits import MAX_BODY_BYTES, MAX_QUERY_CHARS
+from workbench.workspace import Workspace
 
 ADMIN_TOKEN_ENV = "WIKIRAG_ADMIN_TOKEN"
 CONFIG_HASH_HEADER = "X-Config-Hash"
@@ -355,7 +355,7 @@ class ServedEngine:
             self._open()
 
     def _open(self) -> None:
-        from workbench.engines import open_engine
+        from workbench.eval.engines import open_engine
 
         self._tried_at = time.monotonic()
         try:
@@ -661,11 +661,11 @@ def create_app(
     the one ``cfg.llm`` / the environment configure); ``admin_token`` defaults to the
     WIKIRAG_ADMIN_TOKEN environment variable (unset or empty: admin endpoints answer 403).
     ``allowed`` lists the Host names served (default: the loopback names, see
-    ``workbench.http_guard``); ``max_body`` caps request bodies (413 above).
+    ``workbench.serve.http_guard``); ``max_body`` caps request bodies (413 above).
     ``max_concurrent`` caps searches/answers computed at once (default: the CPU count; 0: no
     cap); more requests wait for a slot instead of all slowing down together.
     """
-    from workbench.chat import answer as chat_answer
+    from workbench.answer.chat import answer as chat_answer
 
     config_hash = cfg.hash
     served = ServedEngine(ws, cfg, engine=engine)
@@ -674,7 +674,7 @@ def create_app(
     # page in the user's browser could otherwise post to them (CSRF).
     token = (admin_token if admin_token is not None else os.environ.get(ADMIN_TOKEN_ENV)) or None
     if llm is _DEFAULT_LLM:
-        from workbench.llm import LLMClient
+        from workbench.answer.llm import LLMClient
 
         llm = LLMClient.from_config(cfg.llm)
     if max_concurrent is None:

@@ -26,8 +26,8 @@ from engine.atomic import atomic_write_bytes, atomic_write_text
 from engine.config import EngineConfig
 from engine.errors import EngineError
 from engine.pipeline import MAX_CACHED_POOL, Candidates, Ranked, compose, pool_size
-from workbench import metrics as M
-from workbench.golden import GoldenItem, GoldenSet
+from workbench.eval import metrics as M
+from workbench.eval.golden import GoldenItem, GoldenSet
 
 EVAL_DEPTH = 20  # metrics go up to @20, so every run ranks at least this deep
 ATTRIBUTION_K = 5  # a query "missed" when a relevant chapter is not in the top 5
@@ -593,9 +593,9 @@ def run_record_means(record: Mapping[str, Any], mode: str = "hybrid") -> dict[st
 def trec_run_lines(run: EvalRun, mode: str, tag: str | None = None) -> list[str]:
     """TREC run lines (qid Q0 docid rank score tag) that trec_eval ranks as we evaluated.
 
-    Written by :func:`workbench.trec.format_ranked`, the project's one TREC run writer.
+    Written by :func:`workbench.eval.trec.format_ranked`, the project's one TREC run writer.
     """
-    from workbench.trec import format_ranked
+    from workbench.eval.trec import format_ranked
 
     tag = tag or f"wikirag-{run.config.hash}-{mode}"
     ranked = [(r.item.id, [it.node_id for it in r.ranked]) for r in run.for_mode(mode)]

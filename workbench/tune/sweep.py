@@ -17,9 +17,9 @@ import yaml
 
 from engine.config import EngineConfig
 from engine.errors import ConfigError
-from workbench.csv_export import to_csv
-from workbench.evaluate import EvalRun
-from workbench.golden import GoldenSet
+from workbench.eval.evaluate import EvalRun
+from workbench.eval.golden import GoldenSet
+from workbench.export.csv_writer import to_csv
 
 TUNE_MEASURES = ("recall@5", "mrr", "hit@5", "ndcg@10")
 HOLDOUT_MEASURES = ("recall@5", "mrr")
@@ -242,7 +242,7 @@ def sweep(
     """Evaluate ``base_cfg`` + each grid point on ``split`` and on the holdout."""
     points = expand_grid(base_cfg, grid)
     if evaluator_for is None:
-        from workbench.engines import evaluator
+        from workbench.eval.engines import evaluator
 
         def evaluator_for(c: EngineConfig) -> Any:
             return evaluator(ws, c)

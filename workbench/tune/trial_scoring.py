@@ -25,9 +25,9 @@ from engine.config import EngineConfig
 from engine.errors import EngineError
 from engine.pipeline import MAX_CACHED_POOL, Candidates, fuse, pool_size
 from engine.search import query_tokens
-from workbench import metrics as M
-from workbench.evaluate import EVAL_DEPTH, Evaluator
-from workbench.golden import GoldenItem
+from workbench.eval import metrics as M
+from workbench.eval.evaluate import EVAL_DEPTH, Evaluator
+from workbench.eval.golden import GoldenItem
 
 ProgressFn = Callable[[int, int, str], None]
 

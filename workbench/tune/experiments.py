@@ -3,7 +3,7 @@
 One experiment = the current baseline config + one change, both evaluated on the tune
 split (the holdout is evaluated too; the rule only checks it is not significantly worse).
 The change is accepted only if every criterion of the acceptance rule holds
-(workbench/rule.py: rule.yaml or a preset; workbench/acceptance.py: ``decide``).
+(workbench/tune/rule.py: rule.yaml or a preset; workbench/tune/acceptance.py: ``decide``).
 
 Concurrency: every writer (``run_experiment``, ``restore``, the optimize loop, the UI
 buttons) holds one lock per KB (``flock`` on ``experiments/<kb>/.experiment.lock``) from
@@ -34,16 +34,16 @@ from typing import Any
 from engine.atomic import atomic_append_text, atomic_write_text
 from engine.config import EngineConfig
 from engine.errors import EngineError
-from workbench import golden
-from workbench import rule as rules
-from workbench.acceptance import Criterion as Criterion
-from workbench.acceptance import Decision, decide
-from workbench.catalog import TIER_NAMES, needs_reindex, strategies
-from workbench.context import Workspace
-from workbench.evaluate import EvalRun, Evaluator
-from workbench.rule import STATISTICAL as STATISTICAL
-from workbench.rule import STRICT as STRICT
-from workbench.rule import AcceptanceRule
+from workbench.eval import golden
+from workbench.eval.evaluate import EvalRun, Evaluator
+from workbench.tune import rule as rules
+from workbench.tune.acceptance import Criterion as Criterion
+from workbench.tune.acceptance import Decision, decide
+from workbench.tune.catalog import TIER_NAMES, needs_reindex, strategies
+from workbench.tune.rule import STATISTICAL as STATISTICAL
+from workbench.tune.rule import STRICT as STRICT
+from workbench.tune.rule import AcceptanceRule
+from workbench.workspace import Workspace
 
 RULE = STATISTICAL  # the default when experiments/<kb>/rule.yaml is absent
 
@@ -713,7 +713,7 @@ def gate(ws: Workspace, current: EvalRun, rule: AcceptanceRule | None = None) ->
     (statistical) or not drop by more than the improvement threshold (strict); the other
     criteria are unchanged. No holdout check: the gate scores the split it was given.
     """
-    from workbench.engines import evaluator
+    from workbench.eval.engines import evaluator
 
     store = ExperimentStore(ws.experiments)
     rule = rule or rules.resolve(ws.experiments)

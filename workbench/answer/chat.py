@@ -28,9 +28,9 @@ from typing import Any, Literal, Protocol
 from engine.config import EngineConfig
 from engine.errors import EngineError
 from engine.types import SearchResponse, SearchResult
-from workbench.llm import NO_LLM_HINT, LLMClient, LLMError, LLMReply, redact
-from workbench.refusal import RefusalModel, can_probe, evidence_features, model_for
-from workbench.safe_markdown import neutralize
+from workbench.answer.llm import NO_LLM_HINT, LLMClient, LLMError, LLMReply, redact
+from workbench.answer.refusal import RefusalModel, can_probe, evidence_features, model_for
+from workbench.answer.safe_markdown import neutralize
 
 # Coverage = the largest share of the question's key terms found in any one of the top
 # chapters. Terms must co-occur in one chapter: spread over several, they rarely answer.
@@ -370,7 +370,7 @@ class Judgement:
 
 @dataclass(frozen=True)
 class EvidenceJudge:
-    """The calibrated model (workbench/refusal.py) over a retriever that can be probed."""
+    """The calibrated model (workbench/answer/refusal.py) over a retriever that can be probed."""
 
     model: RefusalModel
     retriever: Any

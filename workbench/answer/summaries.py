@@ -22,7 +22,7 @@ from typing import Any
 from engine.atomic import atomic_write_text
 from engine.errors import EngineError
 from engine.tree import KnowledgeBase, Node
-from workbench.llm import NO_LLM_HINT, LLMClient
+from workbench.answer.llm import NO_LLM_HINT, LLMClient
 
 CACHE_VERSION = 1
 SAVE_EVERY = 10  # new summaries between atomic saves

@@ -26,8 +26,8 @@ import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from workbench.chat import ChatAnswer
-from workbench.metrics import percentile
+from workbench.answer.chat import ChatAnswer
+from workbench.eval.metrics import percentile
 
 CHILD_CREDIT = 0.5
 PARENT_CREDIT = 0.3

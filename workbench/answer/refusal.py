@@ -84,7 +84,7 @@ def can_probe(retriever: Any) -> bool:
 
 def evidence_features(question: str, sources: Sequence[Any], retriever: Any) -> EvidenceFeatures:
     """The four signals for ``question`` given the chapters retrieved for it."""
-    from workbench.chat import _term_in, key_terms, term_overlap
+    from workbench.answer.chat import _term_in, key_terms, term_overlap
 
     terms = key_terms(question)
     cand = retriever.candidates(question, pool=1, mode="vector")

@@ -16,10 +16,10 @@ from typing import Any
 
 from engine.config import EngineConfig, parse_override
 from engine.errors import ConfigError, EngineError
-from workbench.evaluate import EvalRun, QueryResult
-from workbench.golden import GoldenSet
-from workbench.scorecard import md_cell
-from workbench.stats import PairedComparison, compare_paired
+from workbench.eval.evaluate import EvalRun, QueryResult
+from workbench.eval.golden import GoldenSet
+from workbench.eval.stats import PairedComparison, compare_paired
+from workbench.tune.scorecard import md_cell
 
 TABLE_MEASURES = (
     "recall@5",
@@ -46,7 +46,7 @@ _VERSION = re.compile(r"v(\d+)")
 def parse_config_spec(spec: str, ws: Any) -> tuple[str, EngineConfig]:
     """(label, config) for a CLI CONFIG: a YAML path, ``baseline``, ``defaults``, ``vN``,
     or any of those followed by ``+key=value,key2=value``."""
-    from workbench.experiments import ExperimentStore
+    from workbench.tune.experiments import ExperimentStore
 
     text = spec.strip()
     m = _OVERRIDES_START.search(text)  # a '+' inside a file name is not a separator
@@ -245,7 +245,7 @@ def compare_configs(
     if not 2 <= len(configs) <= 4:
         raise ValueError(f"compare needs 2 to 4 configs; got {len(configs)}")
     if evaluator_for is None:
-        from workbench.engines import evaluator
+        from workbench.eval.engines import evaluator
 
         def evaluator_for(c: EngineConfig) -> Any:
             return evaluator(ws, c)

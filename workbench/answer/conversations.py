@@ -219,7 +219,7 @@ class ChatStore:
 
 def answer_from_dict(data: dict[str, Any]) -> Any:
     """A stored turn back as a ChatAnswer (unknown keys from newer records are ignored)."""
-    from workbench.chat import ChatAnswer
+    from workbench.answer.chat import ChatAnswer
 
     names = {f.name for f in fields(ChatAnswer)}
     return ChatAnswer(**{k: v for k, v in data.items() if k in names})

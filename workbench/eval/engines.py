@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from engine.config import EngineConfig
-from workbench.context import Workspace
-from workbench.evaluate import EvalCache, Evaluator
+from workbench.eval.evaluate import EvalCache, Evaluator
+from workbench.workspace import Workspace
 
 ProgressFn = Callable[[int, int, str], None]
 _lock = threading.Lock()

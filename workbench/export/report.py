@@ -18,11 +18,11 @@ from typing import Any
 from engine.config import EngineConfig
 from engine.credentials import redact_urls
 from engine.pipeline import Ranked
-from workbench.csv_export import to_csv
-from workbench.evaluate import CAUSES, EvalRun, QueryResult
-from workbench.experiments import ExperimentStore, trajectory
-from workbench.golden import GoldenItem, GoldenSet
-from workbench.scorecard import md_cell, scorecard_markdown
+from workbench.eval.evaluate import CAUSES, EvalRun, QueryResult
+from workbench.eval.golden import GoldenItem, GoldenSet
+from workbench.export.csv_writer import to_csv
+from workbench.tune.experiments import ExperimentStore, trajectory
+from workbench.tune.scorecard import md_cell, scorecard_markdown
 
 SECTIONS = (
     ("metrics", "Metrics"),
@@ -302,7 +302,7 @@ def build_report(
 def _latest_study(ws: Any) -> dict[str, Any] | None:
     if ws is None:
         return None
-    from workbench.optimizer import load_studies
+    from workbench.tune.optimizer import load_studies
 
     studies = load_studies(ws.experiments)
     return studies[-1].to_dict() if studies else None
@@ -344,7 +344,7 @@ def _pair(p: Sequence[Any]) -> str:
 
 
 def render_csv(report: Report) -> str:
-    """One row per query, header first; formula-like cells defused (workbench/csv_export.py)."""
+    """One row per query, header first; formula-like cells defused (workbench/export/csv_writer.py)."""
     return to_csv(report.queries, CSV_FIELDS)
 
 
@@ -541,7 +541,7 @@ def report_figures(report: Report) -> dict[str, list[Any]]:
         )
         figs["optimizations"].append(fig)
     if report.study:
-        from workbench.optimizer import Study, study_figures
+        from workbench.tune.optimizer import Study, study_figures
 
         figs["optimizations"] += list(study_figures(Study.from_dict(report.study)).values())
     return {k: [style_figure(f) for f in v] for k, v in figs.items()}

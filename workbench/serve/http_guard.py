@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from workbench.limits import MAX_BODY_BYTES
+from workbench.serve.limits import MAX_BODY_BYTES
 
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
 SAFE_METHODS = frozenset(("GET", "HEAD", "OPTIONS"))

@@ -6,10 +6,10 @@ from collections.abc import Callable
 from typing import Any
 
 from engine.config import EngineConfig
-from workbench.answer_metrics import aggregate_answer_scores, score_answer
-from workbench.chat import answer
-from workbench.golden import GoldenSet
-from workbench.llm import LLMClient, llm_settings
+from workbench.answer.answer_metrics import aggregate_answer_scores, score_answer
+from workbench.answer.chat import answer
+from workbench.answer.llm import LLMClient, llm_settings
+from workbench.eval.golden import GoldenSet
 
 
 def evaluate_answers(

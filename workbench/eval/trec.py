@@ -5,7 +5,7 @@
 - run: ``qid Q0 docid rank score tag``; words after the tag are ignored (trec_eval's
   own fixture ``results.trunc`` has them). trec_eval ignores the rank column and orders
   each query's documents by score descending, ties by docid descending; so do we
-  (:func:`workbench.metrics.rank_by_score`).
+  (:func:`workbench.eval.metrics.rank_by_score`).
 
 A line whose first non-blank character is ``#`` is a comment; blank lines are skipped.
 A ``#`` elsewhere is data (TREC docnos such as ``msmarco_v2.1_doc_00_1#4_1`` contain it).
@@ -21,7 +21,7 @@ from pathlib import Path
 
 from engine.atomic import atomic_write_text
 from engine.errors import EngineError
-from workbench.metrics import rank_by_score
+from workbench.eval.metrics import rank_by_score
 
 
 class TrecFormatError(EngineError):

@@ -17,8 +17,8 @@ from typing import Any
 
 from engine.config import EngineConfig
 from engine.errors import EngineError
-from workbench import golden
-from workbench.evaluate import CAUSES, EvalRun
+from workbench.eval import golden
+from workbench.eval.evaluate import CAUSES, EvalRun
 
 WEIGHTS: dict[str, int] = {
     "recall5": 25,
@@ -902,7 +902,7 @@ def _cjk_share(kb: Any) -> float:
 def requirement_missing(overrides: Mapping[str, Any], cfg: EngineConfig, kb: Any) -> str | None:
     """Why a suggested change cannot run (or cannot help) here, or None when it can."""
     if _enabled("index.use_summaries", overrides.get("index.use_summaries", False)):
-        from workbench.llm import llm_settings
+        from workbench.answer.llm import llm_settings
 
         if llm_settings(cfg.llm) is None:
             return "needs an LLM endpoint (set OPENAI_BASE_URL and WIKIRAG_LLM_MODEL)"
@@ -1044,7 +1044,7 @@ def compute_scorecard(
     rerank changes), so they cost milliseconds per query once the main run is cached.
     """
     if evaluator_for is None:
-        from workbench.engines import evaluator
+        from workbench.eval.engines import evaluator
 
         def evaluator_for(c: EngineConfig) -> Any:
             return evaluator(ws, c)
@@ -1111,7 +1111,7 @@ def compute_scorecard(
     if cache is not None and hasattr(cache, "save"):
         cache.save()
     step(5, "done")
-    from workbench.experiments import ExperimentStore
+    from workbench.tune.experiments import ExperimentStore
 
     try:
         history = ExperimentStore(ws.experiments).load_records()

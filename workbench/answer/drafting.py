@@ -14,7 +14,7 @@ from typing import Any
 
 from engine.errors import ProviderError
 from engine.tree import Node
-from workbench.golden import next_id
+from workbench.eval.golden import next_id
 
 _CJK = re.compile(r"[\u3400-\u9fff]")
 _NUMBERISH = re.compile(r"[0-9][0-9.,]*\s*(?:ms|s|%|万|k|条|天|次|个|秒|分钟|小时|tokens?)?")

@@ -32,13 +32,13 @@ from engine.atomic import atomic_write_text
 from engine.config import EngineConfig
 from engine.errors import EngineError
 from engine.pipeline import MAX_CACHED_POOL, pool_size
-from workbench import golden
-from workbench import rule as rules
-from workbench.context import Workspace
-from workbench.evaluate import Evaluator, parent_function
-from workbench.experiments import ExperimentResult, ExperimentStore, run_experiment
-from workbench.search_space import SEARCH_SPACE, ParamSpec, available, baseline_point, suggest
-from workbench.trial_scoring import ChannelBank, TrialScorer, make_folds
+from workbench.eval import golden
+from workbench.eval.evaluate import Evaluator, parent_function
+from workbench.tune import rule as rules
+from workbench.tune.experiments import ExperimentResult, ExperimentStore, run_experiment
+from workbench.tune.search_space import SEARCH_SPACE, ParamSpec, available, baseline_point, suggest
+from workbench.tune.trial_scoring import ChannelBank, TrialScorer, make_folds
+from workbench.workspace import Workspace
 
 # Five folds: with the bundled wiki's 64 tune queries a fold keeps ~13, enough for its mean
 # to say something, and five fold scores give a usable standard error; ten folds of six

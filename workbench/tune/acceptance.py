@@ -13,9 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from workbench.evaluate import EvalRun
-from workbench.rule import STATISTICAL, AcceptanceRule
-from workbench.stats import (
+from workbench.eval.evaluate import EvalRun
+from workbench.eval.stats import (
     PairedComparison,
     benjamini_hochberg,
     compare_paired,
@@ -23,6 +22,7 @@ from workbench.stats import (
     randomization_test,
     sign_test,
 )
+from workbench.tune.rule import STATISTICAL, AcceptanceRule
 
 EPS = 1e-9
 REPORTED = ("recall@5", "mrr", "hit@5", "ndcg@10")

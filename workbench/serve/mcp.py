@@ -23,10 +23,10 @@ from pydantic import Field
 
 from engine.config import EngineConfig
 from engine.errors import EngineError
-from workbench.context import Workspace
-from workbench.http_guard import RequestGuard, allowed_hosts
-from workbench.limits import MAX_BODY_BYTES, MAX_QUERY_CHARS, query_problem
-from workbench.serve import SearchFilters, ServedEngine, chapter_payload
+from workbench.serve.app import SearchFilters, ServedEngine, chapter_payload
+from workbench.serve.http_guard import RequestGuard, allowed_hosts
+from workbench.serve.limits import MAX_BODY_BYTES, MAX_QUERY_CHARS, query_problem
+from workbench.workspace import Workspace
 
 URI_SCHEME = "wiki://"
 INSTRUCTIONS = (
@@ -85,7 +85,7 @@ def build_mcp_server(
     from mcp.shared.exceptions import MCPError
     from mcp_types import INVALID_PARAMS
 
-    from workbench.chat import answer as chat_answer
+    from workbench.answer.chat import answer as chat_answer
 
     ws, cfg = served.ws, served.cfg
     server = MCPServer(name, instructions=INSTRUCTIONS, version="1", log_level="WARNING")
@@ -234,7 +234,7 @@ def build_mcp_server(
 
 def open_mcp_server(ws: Workspace, cfg: EngineConfig) -> Any:
     """Load and warm the engine (stdout kept clean meanwhile) and build the server."""
-    from workbench.llm import LLMClient
+    from workbench.answer.llm import LLMClient
 
     with quiet_stdout():
         silence_libraries()
@@ -322,7 +322,7 @@ def run_stdio(server: Any) -> None:
 
 def http_app(server: Any, *, host: str = "127.0.0.1", allow: Sequence[str] = ()) -> Any:
     """The streamable-HTTP ASGI app at /mcp behind the same Host / Origin / body checks as
-    ``wikirag serve`` (``workbench.http_guard``); the SDK's own check is kept, given the
+    ``wikirag serve`` (``workbench.serve.http_guard``); the SDK's own check is kept, given the
     same allow-list, as a second layer."""
     from mcp.server.transport_security import TransportSecuritySettings
 
