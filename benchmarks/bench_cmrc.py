@@ -96,7 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     from engine.store import Location, Store, vectors_of
     from workbench.eval import golden
     from workbench.eval import metrics as M
-    from workbench.eval.evaluate import EvalCache, Evaluator, _hierarchy, _measures
+    from workbench.eval.evaluate import EvalCache, Evaluator, _measures, parent_function
+    from workbench.eval.percentiles import latency_percentiles
 
     cfg = EngineConfig()
     engine = Engine.open(kb, idx, cfg)
@@ -142,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     peer = LanceHybridPeer(work / "peer", ids, vectors_of(data), data.column("tokens").to_pylist())
     embedder = engine._embedder()
     measures = _measures()
-    hierarchy = _hierarchy(engine.kb)
+    hierarchy = parent_function(engine.kb)
     per_q, lat = {}, []
     for item in gs.answerable():
         t = time.perf_counter()
@@ -151,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         per_q[item.id] = M.evaluate_query(got, item.qrels, measures, hierarchy)
     out["peer_lancedb_hybrid"] = {
         **_pick(M.mean_scores(per_q)),
-        "latency_ms": M.latency_percentiles(lat),
+        "latency_ms": latency_percentiles(lat),
     }
     print("peer:", json.dumps(out["peer_lancedb_hybrid"]), file=sys.stderr)
 

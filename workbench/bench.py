@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from engine.config import EngineConfig
-from workbench.eval.metrics import percentile
+from workbench.eval.percentiles import percentile
 
 MODES = ("vector", "keyword", "hybrid", "hybrid_rerank", "peer_lancedb_hybrid")
 # Every key `wikirag bench --json` writes (tests check them; values may be null when a
@@ -100,7 +100,7 @@ def load_avg() -> list[float]:
 
 
 def percentiles(values: Sequence[float]) -> dict[str, float | None]:
-    """p50 and p95 of latencies in ms, by the project's one definition (metrics.percentile)."""
+    """p50 and p95 of latencies in ms, by the project's one definition (percentiles.percentile)."""
     vals = list(values)
     if not vals:
         return {"p50": None, "p95": None, "n": 0}

@@ -63,7 +63,9 @@ def test_helpers() -> None:
 
     assert percentiles([]) == {"p50": None, "p95": None, "n": 0}
     p = percentiles([float(x) for x in range(1, 101)])
-    assert p["p50"] == 50.5 and p["p95"] == 95.05  # linear (metrics.percentile), not nearest-rank
+    assert (
+        p["p50"] == 50.5 and p["p95"] == 95.05
+    )  # linear (percentiles.percentile), not nearest-rank
     assert top_ids(np.array([0.5, 0.9, 0.9, 0.0]), ["d", "c", "b", "a"], 2) == ["b", "c"]
     assert top_ids(np.array([0.0, 1.0]), ["x", "y"], 5, positive=True) == ["y"]
     t = targets({"hybrid_p95_ms": 50.0, "index_full_s": 10.0, "embed_only_s": 9.0})

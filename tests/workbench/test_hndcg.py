@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from workbench.eval.metrics import evaluate_query, parse_measure, tree_gains
+from workbench.eval.hierarchy import tree_gains
+from workbench.eval.metrics import evaluate_query, parse_measure
 
 # doc
 # ├── a          (relevant)

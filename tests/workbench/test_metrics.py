@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from workbench.eval.hierarchy import hierarchical_credit
 from workbench.eval.metrics import (
     DEFAULT_KS,
     Measure,
@@ -18,13 +19,12 @@ from workbench.eval.metrics import (
     evaluate_query,
     evaluate_run,
     from_trec_name,
-    hierarchical_credit,
     known_measures,
-    latency_percentiles,
     parse_measure,
     rank_by_score,
     worst_queries,
 )
+from workbench.eval.percentiles import latency_percentiles
 from workbench.eval.trec import read_qrels, read_run
 
 pytrec_eval = pytest.importorskip("pytrec_eval")
@@ -467,7 +467,7 @@ def test_cli_malformed_line(trec_files, capsys):
 def test_percentile_is_numpy_linear_type_7() -> None:
     import numpy as np
 
-    from workbench.eval.metrics import percentile
+    from workbench.eval.percentiles import percentile
 
     assert percentile([10, 20, 30, 40], 50) == 25.0
     assert percentile(range(1, 21), 95) == pytest.approx(19.05)  # nearest-rank would say 19
@@ -484,7 +484,7 @@ def test_percentile_is_numpy_linear_type_7() -> None:
 def test_every_latency_summary_uses_the_same_percentile() -> None:
     from workbench.answer.answer_metrics import aggregate_answer_scores
     from workbench.bench import percentiles as bench_percentiles
-    from workbench.eval.metrics import latency_percentiles, percentile
+    from workbench.eval.percentiles import latency_percentiles, percentile
 
     lat = [float(x) for x in range(1, 21)]
     want = {"p50": percentile(lat, 50), "p95": percentile(lat, 95)}

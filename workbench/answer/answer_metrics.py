@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from workbench.answer.chat import ChatAnswer
-from workbench.eval.metrics import percentile
+from workbench.eval.percentiles import percentile
 
 CHILD_CREDIT = 0.5
 PARENT_CREDIT = 0.3

@@ -28,6 +28,7 @@ from engine.errors import EngineError
 from engine.pipeline import MAX_CACHED_POOL, Candidates, Ranked, compose, pool_size
 from workbench.eval import metrics as M
 from workbench.eval.golden import GoldenItem, GoldenSet
+from workbench.eval.percentiles import latency_percentiles
 
 EVAL_DEPTH = 20  # metrics go up to @20, so every run ranks at least this deep
 ATTRIBUTION_K = 5  # a query "missed" when a relevant chapter is not in the top 5
@@ -190,7 +191,7 @@ class EvalRun:
         return M.aggregate(self.per_query(mode), groups)
 
     def latency(self, mode: str) -> dict[str, float]:
-        return M.latency_percentiles([r.latency_ms for r in self.for_mode(mode)])
+        return latency_percentiles([r.latency_ms for r in self.for_mode(mode)])
 
     def failures(self, mode: str) -> dict[str, list[str]]:
         """Query ids grouped by the cause of their miss (DESIGN.md: stage attribution)."""

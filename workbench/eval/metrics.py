@@ -61,15 +61,9 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from workbench.eval.hierarchy import Hierarchy, as_parent_fn, hierarchical_credit, tree_gains
+
 DEFAULT_KS: tuple[int, ...] = (1, 3, 5, 10, 20)
-
-# Partial credit for hierarchical recall (DESIGN.md, "Workbench").
-CREDIT_EXACT = 1.0
-CREDIT_DESCENDANT = 0.5
-CREDIT_ANCESTOR = 0.3
-CREDIT_SIBLING = 0.2  # hndcg only: a sibling chapter is a near miss, not part of the answer
-
-Hierarchy = Callable[[str], "str | None"] | Mapping[str, "str | None"]
 
 
 @dataclass(frozen=True)
@@ -220,50 +214,6 @@ def _hndcg(q: _Query, k: int | None) -> float:
     return sum(g / math.log2(i + 2) for i, g in enumerate(gains) if g > 0) / ideal
 
 
-def tree_gains(
-    top: Sequence[str], relevant: Mapping[str, int], hierarchy: Hierarchy | None
-) -> list[float]:
-    """Gain of each ranked item for ``hndcg``: graded NDCG by parent/child/sibling.
-
-    Walking the ranking top down, an item that is itself relevant gains its grade. Any
-    other item gains ``credit x grade`` for the best relevant chapter it is near that is
-    not yet credited and not itself in ``top``: credit 0.5 for a descendant of it, 0.3 for
-    an ancestor, 0.2 for a sibling (same parent). Each relevant chapter is credited once
-    and each item credits at most one, so DCG <= ideal DCG and ``hndcg@K`` lies in
-    [ndcg@K, 1] for binary qrels.
-    """
-    parent_of = _as_parent_fn(hierarchy)
-    in_top = set(top)
-    credited: set[str] = set()
-    gains: list[float] = []
-    for doc in top:
-        if doc in relevant and doc not in credited:
-            credited.add(doc)
-            gains.append(float(relevant[doc]))
-            continue
-        best, best_rel = 0.0, None
-        if parent_of is not None:
-            doc_anc = _ancestors(doc, parent_of)
-            doc_parent = parent_of(doc)
-            for rel, g in sorted(relevant.items()):
-                if rel in credited or rel in in_top:
-                    continue
-                if rel in doc_anc:
-                    c = CREDIT_DESCENDANT
-                elif doc in _ancestors(rel, parent_of):
-                    c = CREDIT_ANCESTOR
-                elif doc_parent is not None and doc_parent == parent_of(rel):
-                    c = CREDIT_SIBLING
-                else:
-                    continue
-                if c * g > best:
-                    best, best_rel = c * g, rel
-        if best_rel is not None:
-            credited.add(best_rel)
-        gains.append(best)
-    return gains
-
-
 @dataclass(frozen=True)
 class _Spec:
     fn: Callable[[_Query, int | None], float]
@@ -373,50 +323,6 @@ def default_measures(ks: Sequence[int] | None = None) -> tuple[Measure, ...]:
     return tuple(out)
 
 
-def _as_parent_fn(hierarchy: Hierarchy | None) -> Callable[[str], str | None] | None:
-    if hierarchy is None or callable(hierarchy):
-        return hierarchy  # type: ignore[return-value]
-    return hierarchy.get
-
-
-def _ancestors(node: str, parent_of: Callable[[str], str | None]) -> list[str]:
-    seen: list[str] = []
-    cur = parent_of(node)
-    while cur is not None and cur != node and cur not in seen:  # a cycle must not hang us
-        seen.append(cur)
-        cur = parent_of(cur)
-    return seen
-
-
-def hierarchical_credit(
-    relevant_node: str, retrieved: Sequence[str], hierarchy: Hierarchy | None
-) -> float:
-    """Best credit any retrieved node earns for one relevant node.
-
-    A retrieved node ``d`` earns, for the relevant node ``r``:
-    1.0 if ``d == r``; 0.5 if ``d`` is a descendant of ``r`` (``r`` is on ``d``'s parent
-    chain, at any depth: the answer is inside the chapter found); 0.3 if ``d`` is an
-    ancestor of ``r`` (``d`` is on ``r``'s parent chain: the reader must still dig);
-    otherwise 0. Siblings earn nothing. ``hrecall@K`` is the mean of this credit over
-    the relevant nodes, with ``retrieved`` = the top K, so it lies in [recall@K, 1].
-    ``hierarchy`` maps a node id to its parent id (None at a root), as a mapping or a
-    callable such as ``lambda n: kb.get(n).parent_id``.
-    """
-    parent_of = _as_parent_fn(hierarchy)
-    if relevant_node in retrieved:
-        return CREDIT_EXACT
-    if parent_of is None:
-        return 0.0
-    best = 0.0
-    rel_ancestors = set(_ancestors(relevant_node, parent_of))
-    for doc in retrieved:
-        if relevant_node in _ancestors(doc, parent_of):
-            return CREDIT_DESCENDANT  # the highest partial credit; nothing can beat it now
-        if doc in rel_ancestors:
-            best = CREDIT_ANCESTOR
-    return best
-
-
 def dedupe(ranked: Iterable[str]) -> list[str]:
     """The ranking with repeats removed, each document kept at its first position."""
     seen: set[str] = set()
@@ -458,7 +364,7 @@ def _prepare(
         ideal=tuple(sorted((int(g) for g in qrels.values() if g > 0), reverse=True)),
         num_nonrel_judged=sum(1 for g in qrels.values() if g < relevance_level),
         relevance_level=relevance_level,
-        hierarchy=_as_parent_fn(hierarchy),
+        hierarchy=as_parent_fn(hierarchy),
     )
 
 
@@ -581,35 +487,3 @@ def worst_queries(
     if len(rows) < len(per_query):
         raise ValueError(f"{key} was not computed for every query; evaluate with it first")
     return sorted(rows, key=lambda item: (item[1], item[0]))[:n]
-
-
-def percentile(values: Iterable[float], p: float) -> float:
-    """The ``p``-th percentile (0-100) of ``values``; NaN when there are none.
-
-    The project's one definition, used by eval, answer metrics and bench alike: linear
-    interpolation between order statistics, numpy's default ``method="linear"``
-    (Hyndman & Fan 1996, type 7; Excel's PERCENTILE.INC). p50 of [10, 20, 30, 40] is
-    25.0 and p95 of 1..20 is 19.05; p50 is the ordinary median.
-    """
-    if not 0 <= p <= 100:
-        raise ValueError(f"percentile must be within [0, 100], got {p}")
-    xs = sorted(float(v) for v in values)
-    if not xs:
-        return math.nan
-    pos = (len(xs) - 1) * p / 100
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
-
-
-def latency_percentiles(
-    latencies_ms: Iterable[float], percentiles: Sequence[float] = (50, 95)
-) -> dict[str, float]:
-    """``{"p50": ..., "p95": ...}`` by :func:`percentile`; no latencies -> 0.0 for each."""
-    values = list(latencies_ms)
-    out = {}
-    for p in percentiles:
-        label = f"p{int(p)}" if float(p).is_integer() else f"p{p}"
-        value = percentile(values, p)  # checks p even when there are no values
-        out[label] = value if values else 0.0
-    return out

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from workbench.eval.metrics import percentile
+from workbench.eval.percentiles import percentile
 
 EXACT_MAX_N = 16
 
