@@ -14,7 +14,8 @@ from engine.tree import parse_kb
 from tests.engine.engine_kit import HASH_CFG, write_kb
 from tests.engine.http_servers import LocalServer, rerank_handler
 from workbench.eval import golden
-from workbench.eval.evaluate import EvalCache, Evaluator, attribute, save_run, trec_run_lines
+from workbench.eval.attribution import attribute
+from workbench.eval.evaluate import EvalCache, Evaluator, save_run, trec_run_lines
 
 GOLDEN = """name: tiny
 queries:

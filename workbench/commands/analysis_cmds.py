@@ -13,7 +13,7 @@ from workbench.commands.common import print_json, workspace
 
 def register(sub: argparse._SubParsersAction) -> None:
     from workbench.eval.analysis import OUTCOMES, SLICES
-    from workbench.eval.evaluate import CAUSES
+    from workbench.eval.attribution import CAUSES
 
     f = sub.add_parser("failures", help="failing queries of a saved run, worst first, by cause")
     _common(f)

@@ -16,7 +16,8 @@ from workbench.commands.common import (
     workspace,
 )
 from workbench.eval import golden
-from workbench.eval.evaluate import CAUSES, EvalRun, save_run, trec_qrels_lines, trec_run_lines
+from workbench.eval.attribution import CAUSES
+from workbench.eval.evaluate import EvalRun, save_run, trec_qrels_lines, trec_run_lines
 
 TABLE_MEASURES = ("recall", "precision", "hit", "ndcg", "hrecall", "hndcg", "mrr")
 TABLE_KS = (1, 3, 5, 10, 20)

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from workbench.eval.evaluate import CAUSES
+from workbench.eval.attribution import CAUSES
 
 # Which stage of the pipeline a cause blames: the detail view highlights that column.
 CAUSE_STAGE = {

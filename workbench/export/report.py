@@ -18,7 +18,8 @@ from typing import Any
 from engine.config import EngineConfig
 from engine.credentials import redact_urls
 from engine.pipeline import Ranked
-from workbench.eval.evaluate import CAUSES, EvalRun, QueryResult
+from workbench.eval.attribution import CAUSES
+from workbench.eval.evaluate import EvalRun, QueryResult
 from workbench.eval.golden import GoldenItem, GoldenSet
 from workbench.export.csv_writer import to_csv
 from workbench.tune.experiments import ExperimentStore, trajectory

@@ -18,7 +18,8 @@ from typing import Any
 from engine.config import EngineConfig
 from engine.errors import EngineError
 from workbench.eval import golden
-from workbench.eval.evaluate import CAUSES, EvalRun
+from workbench.eval.attribution import CAUSES
+from workbench.eval.evaluate import EvalRun
 
 WEIGHTS: dict[str, int] = {
     "recall5": 25,

@@ -10,7 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from workbench.eval import analysis as A
-from workbench.eval.evaluate import CAUSES
+from workbench.eval.attribution import CAUSES
 from workbench.ui import components as ui
 from workbench.ui import state
 from workbench.ui.i18n import t
