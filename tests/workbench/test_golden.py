@@ -6,6 +6,7 @@ import pytest
 
 from engine.tree import Document, KnowledgeBase, Node
 from workbench.eval import golden as g
+from workbench.eval import golden_drift
 
 TEXT = """# Golden set for the demo (comment kept)
 name: demo
@@ -127,10 +128,10 @@ def test_coverage_warnings():
 
 def test_drift_and_remap(kb):
     gs = g.parse(TEXT)
-    drift = g.drift_report(gs, kb)
+    drift = golden_drift.drift_report(gs, kb)
     assert {d.item_id for d in drift} == {"q001", "q002"}
     d1 = next(d for d in drift if d.item_id == "q001")
-    fixed = g.remap(gs, {d1.stale_id: d1.suggestions[0]})
+    fixed = golden_drift.remap(gs, {d1.stale_id: d1.suggestions[0]})
     assert fixed.get("q001").relevant == ("rag/chunking#切块策略/按标题切分-v2",)
 
 

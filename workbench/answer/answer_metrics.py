@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from workbench.answer.chat import ChatAnswer
+from workbench.eval.golden import MAX_RELEVANT, MIN_RELEVANT
 from workbench.eval.percentiles import percentile
 
 CHILD_CREDIT = 0.5
@@ -78,7 +79,10 @@ def citation_scores(
     c = list(dict.fromkeys(cited))
     r = list(dict.fromkeys(relevant))
     if not r:
-        raise ValueError("relevant is empty; an answerable golden item needs 1-4 relevant ids")
+        raise ValueError(
+            f"relevant is empty; an answerable golden item needs {MIN_RELEVANT}-{MAX_RELEVANT} "
+            "relevant ids"
+        )
     hits = len(set(c) & set(r))
     best_for_cited = [max(_credit(x, y, parent_of) for y in r) for x in c]
     best_for_relevant = [max((_credit(x, y, parent_of) for x in c), default=0.0) for y in r]

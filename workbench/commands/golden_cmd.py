@@ -8,7 +8,7 @@ import sys
 from engine.errors import EngineError
 from engine.tree import KnowledgeBase, parse_kb
 from workbench.commands.common import add_kb_args, info, print_json, workspace
-from workbench.eval import golden
+from workbench.eval import golden, golden_drift
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -75,7 +75,7 @@ def _validate(args: argparse.Namespace) -> int:
 
 def _drift(args: argparse.Namespace) -> int:
     gs, kb = _load(args)
-    drift = golden.drift_report(gs, kb)
+    drift = golden_drift.drift_report(gs, kb)
     if args.json:
         print_json(
             [
@@ -97,7 +97,7 @@ def _remap(args: argparse.Namespace) -> int:
     gs, kb = _load(args)
     mapping: dict[str, str] = {}
     if args.apply_suggestions:
-        for d in golden.drift_report(gs, kb):
+        for d in golden_drift.drift_report(gs, kb):
             if d.suggestions:
                 mapping[d.stale_id] = d.suggestions[0]
     for pair in args.pairs:
@@ -110,7 +110,7 @@ def _remap(args: argparse.Namespace) -> int:
     if not mapping:
         info("nothing to remap")
         return 0
-    saved = golden.save(golden.remap(gs, mapping))
+    saved = golden.save(golden_drift.remap(gs, mapping))
     for old, new in mapping.items():
         info(f"{old} -> {new}")
     info(f"saved {saved.path}")

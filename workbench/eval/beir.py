@@ -25,8 +25,8 @@ import yaml
 
 from engine.atomic import atomic_write_text
 from engine.errors import EngineError
+from workbench.eval.golden import MAX_RELEVANT
 
-MAX_RELEVANT = 4  # a golden item lists 1-4 relevant node ids (DESIGN.md, "Golden set")
 _EMPTY_SLUG = "section"
 _MAX_NAME = 100
 

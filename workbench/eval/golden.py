@@ -7,7 +7,6 @@ so a crash never truncates the file.
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import io
 import re
@@ -23,10 +22,14 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from engine.atomic import atomic_write_text
 from engine.errors import ConfigError, EngineError, yaml_error_summary
 from engine.yaml_safe import refuse_aliases, short
+from workbench.eval.golden_drift import suggest_ids
 
 DIFFICULTIES = ("easy", "medium", "hard")
 TARGET_MIX = {"easy": 0.3, "medium": 0.5, "hard": 0.2}
 SPLITS = ("tune", "holdout")
+# An answerable item lists 1-4 relevant chapters (DESIGN.md, "Golden set"): more would
+# mean the question is too broad to label.
+MIN_RELEVANT, MAX_RELEVANT = 1, 4
 HOLDOUT_SHARE = 0.25  # fraction of ids whose hash puts them in the holdout split
 _KNOWN_KEYS = {
     "id",
@@ -303,9 +306,14 @@ def validate(gs: GoldenSet, kb: Any | None = None) -> list[Issue]:
                     Issue("error", it.id, "unanswerable items must not list relevant ids")
                 )
             continue
-        if not 1 <= len(it.relevant) <= 4:
+        if not MIN_RELEVANT <= len(it.relevant) <= MAX_RELEVANT:
             issues.append(
-                Issue("error", it.id, f"needs 1-4 relevant node ids; has {len(it.relevant)}")
+                Issue(
+                    "error",
+                    it.id,
+                    f"needs {MIN_RELEVANT}-{MAX_RELEVANT} relevant node ids; "
+                    f"has {len(it.relevant)}",
+                )
             )
         if len(set(it.relevant)) != len(it.relevant):
             issues.append(Issue("error", it.id, "relevant lists a node id twice"))
@@ -365,53 +373,6 @@ def coverage_warnings(gs: GoldenSet) -> list[Issue]:
                     )
                 )
     return out
-
-
-def suggest_ids(stale_id: str, kb: Any, n: int = 3) -> list[str]:
-    """Likeliest current ids for a stale one: same document first, then by id/title similarity."""
-    doc_id, _, path = stale_id.partition("#")
-    last = path.rsplit("/", 1)[-1]
-    scored: list[tuple[float, str]] = []
-    for nid, node in kb.nodes.items():
-        if node.level == 0:
-            continue
-        s = difflib.SequenceMatcher(None, stale_id, nid).ratio()
-        s += 0.5 * difflib.SequenceMatcher(None, last, _slug_tail(nid)).ratio()
-        if node.doc_id == doc_id:
-            s += 0.5
-        scored.append((s, nid))
-    scored.sort(key=lambda t: (-t[0], t[1]))
-    return [nid for _, nid in scored[:n]]
-
-
-def _slug_tail(node_id: str) -> str:
-    return node_id.partition("#")[2].rsplit("/", 1)[-1]
-
-
-@dataclass(frozen=True)
-class Drift:
-    item_id: str
-    stale_id: str
-    suggestions: tuple[str, ...]
-
-
-def drift_report(gs: GoldenSet, kb: Any) -> list[Drift]:
-    """Entries whose relevant ids no longer exist in the KB, with suggested remaps."""
-    out = []
-    for it in gs.items:
-        for nid in it.relevant:
-            if nid not in kb:
-                out.append(Drift(it.id, nid, tuple(suggest_ids(nid, kb))))
-    return out
-
-
-def remap(gs: GoldenSet, mapping: Mapping[str, str]) -> GoldenSet:
-    """Return a new set with stale ids replaced (old -> new); the caller saves it."""
-    items = []
-    for it in gs.items:
-        rel = tuple(dict.fromkeys(mapping.get(r, r) for r in it.relevant))
-        items.append(replace(it, relevant=rel))
-    return GoldenSet(gs.name, tuple(items), gs.path, gs.sha256)
 
 
 class ConflictError(GoldenSetError):

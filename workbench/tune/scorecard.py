@@ -17,7 +17,7 @@ from typing import Any
 
 from engine.config import EngineConfig
 from engine.errors import EngineError
-from workbench.eval import golden
+from workbench.eval import golden, golden_drift
 from workbench.eval.attribution import CAUSES
 from workbench.eval.evaluate import EvalRun
 
@@ -813,7 +813,7 @@ def coverage_evidence(gs: golden.GoldenSet, kb: Any) -> dict[str, Any]:
             for i in golden.validate(gs, kb)
             if i.level == "error" and i.item_id is not None
         }
-        bad |= {d.item_id for d in golden.drift_report(gs, kb)}
+        bad |= {d.item_id for d in golden_drift.drift_report(gs, kb)}
     answerable_ids = {i.id for i in items}
     bad &= answerable_ids
     return {

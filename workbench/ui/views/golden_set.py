@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from workbench.answer.drafting import draft_queries
-from workbench.eval import golden
+from workbench.eval import golden, golden_drift
 from workbench.eval.pooling import pool_candidates
 from workbench.ui import components as ui
 from workbench.ui import resources, state
@@ -225,7 +225,7 @@ with ui.guarded(t("Golden set")):
                         st.rerun()
 
     st.subheader(t("Drift: labels that no longer exist"))
-    drift = golden.drift_report(working, kb)
+    drift = golden_drift.drift_report(working, kb)
     if not drift:
         st.caption(t("Every relevant id exists in the KB."))
     else:
@@ -241,7 +241,7 @@ with ui.guarded(t("Golden set")):
             if choice != "(leave as is)":
                 mapping[d.stale_id] = choice
         if st.button(t("Remap {n} ids", n=len(mapping)), key="golden_remap", disabled=not mapping):
-            state.set_golden_draft(golden.remap(working, mapping), dirty=True)
+            state.set_golden_draft(golden_drift.remap(working, mapping), dirty=True)
             state.flash(t("Remapped {n} stale ids; review and save", n=len(mapping)))
             st.rerun()
 
@@ -285,7 +285,7 @@ with ui.guarded(t("Golden set")):
                 gs = working
                 for row in chosen.to_dict("records"):
                     it = gs.get(row["item_id"])
-                    if it is not None and len(it.relevant) < 4:
+                    if it is not None and len(it.relevant) < golden.MAX_RELEVANT:
                         rel = tuple(dict.fromkeys([*it.relevant, row["node_id"]]))
                         gs = golden.with_item(gs, replace(it, relevant=rel))
                 state.set_golden_draft(gs, dirty=True)
