@@ -1,5 +1,7 @@
+import multiprocessing as mp
 import os
 import stat
+from pathlib import Path
 
 import pytest
 
@@ -30,3 +32,23 @@ def test_append_keeps_old_content_and_crash_keeps_file(tmp_path, monkeypatch):
         atomic_append_text(p, "three\n")
     assert p.read_text() == "one\ntwo\n"
     assert sorted(x.name for x in tmp_path.iterdir()) == ["log.md"]
+
+
+# Concurrent appends (the UI and the CLI logging experiments at once) lose nothing.
+
+
+def _writer(path: str, tag: str, n: int) -> None:
+    for i in range(n):
+        atomic_append_text(Path(path), f"{tag}{i}\n")
+
+
+def test_concurrent_appends_from_processes_keep_every_line(tmp_path: Path) -> None:
+    p = tmp_path / "experiments.jsonl"
+    ctx = mp.get_context("fork")
+    procs = [ctx.Process(target=_writer, args=(str(p), t, 40)) for t in "ab"]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(60)
+    lines = p.read_text().splitlines()
+    assert sorted(lines) == sorted([f"{t}{i}" for t in "ab" for i in range(40)])

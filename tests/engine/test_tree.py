@@ -500,3 +500,16 @@ def test_ids_stable_under_edits_inside_a_chapter(
         if a.content_hash != b.content_hash
     ]
     assert changed == [before.nodes[k + 1].node_id]
+
+
+# Front matter with scalar values where lists are expected must not crash indexing.
+
+
+def test_scalar_keywords_are_one_keyword() -> None:
+    doc = parse_document("---\nkeywords: 12\n---\n# T\n\nbody\n", "k.md")
+    assert doc.nodes[1].keywords == ["12"]
+
+
+def test_boolean_and_null_keywords() -> None:
+    assert parse_document("---\nkeywords: true\n---\n# T\n", "b.md").nodes[1].keywords == ["True"]
+    assert parse_document("---\nkeywords:\n---\n# T\n", "n.md").nodes[1].keywords == []

@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import itertools
 import random
+from types import SimpleNamespace
 
 import pytest
 
 from engine.config import EngineConfig
 from engine.indexer import build_index
+from engine.pipeline import Candidates, pool_size, rank
 from engine.search import Engine
 from engine.tree import parse_kb
 from tests.engine.engine_kit import HASH_CFG, CountingEmbedder, FakeReranker, write_kb
 from workbench.eval import golden
-from workbench.eval.evaluate import Evaluator
+from workbench.eval.evaluate import EvalCache, Evaluator
 
 BASE = HASH_CFG.with_overrides({"rerank.provider": "http", "rerank.base_url": "http://x"})
 # Parents score above injection.min_score (0.8) so injection has children to add.
@@ -137,3 +139,86 @@ def test_deeper_eval_list_extends_the_live_list_without_duplicates(engine: Engin
         ids = [r.node_id for r in res.ranked]
         assert len(ids) == len(set(ids))
         assert len(ids) > 2  # ranked deeper than top_k (to EVAL_DEPTH, pool permitting)
+
+
+# A candidate pool larger than the cached 200 must still equal a live search.
+
+VECTOR = ["x", *(f"v{i:03d}" for i in range(1, 400))]
+BM25 = [*(f"b{i:03d}" for i in range(1, 250)), "x", *(f"c{i:03d}" for i in range(150))]
+
+
+class PoolEngine:
+    config = None
+    kb = None
+    index_fingerprint = "fp"
+
+    def candidates(self, query: str, pool: int) -> Candidates:
+        return Candidates(
+            query,
+            vector=tuple((n, 1.0 - i / 1000) for i, n in enumerate(VECTOR[:pool])),
+            bm25=tuple((n, 500.0 - i) for i, n in enumerate(BM25[:pool])),
+            pool=pool,
+        )
+
+
+def test_eval_with_pool_above_cache_depth_matches_live() -> None:
+    rrf = {"fusion.method": "rrf", "fusion.vector_weight": 1.0, "fusion.bm25_weight": 1.0}
+    cfg = EngineConfig().with_overrides({**rrf, "fusion.multiplier": 30})  # pool 10 x 30
+    live = rank(PoolEngine().candidates("q", 300), cfg, top_k=10, mode="hybrid", rerank_scores=None)
+    assert live[0].node_id == "x"  # in both channels within 300 (bm25 rank 250)
+    gs = golden.parse("name: t\nqueries:\n  - {id: q1, query: q, relevant: [x]}\n")
+    cache = EvalCache()
+    default_pool = EngineConfig().with_overrides(rrf)
+    Evaluator(PoolEngine(), cache).run(gs, default_pool)  # cache filled at the default pool
+    (r,) = Evaluator(PoolEngine(), cache).run(gs, cfg).results
+    assert [x.node_id for x in r.ranked[:10]] == [x.node_id for x in live]
+
+
+# With parent-child injection on, an evaluation's first top_k equal a live search's.
+
+ORDER = ["p", "x", "y", "z", "c"]  # c is p's child, fused 5th
+RERANK = {"p": 0.9, "x": 0.5, "y": 0.4, "z": 0.35, "c": 0.3}
+CANDS = Candidates(
+    "q",
+    vector=tuple((n, 1.0 - i / 10) for i, n in enumerate(ORDER)),
+    bm25=tuple((n, 10.0 - i) for i, n in enumerate(ORDER)),
+    pool=200,
+)
+INJECTION_KB = SimpleNamespace(
+    nodes={
+        n: SimpleNamespace(children_ids=("c",) if n == "p" else (), parent_id=None) for n in ORDER
+    }
+)
+
+
+class InjectionEngine:
+    config = None
+    kb = INJECTION_KB
+    index_fingerprint = "fp"
+    reranker_name = "fake"
+
+    def candidates(self, query: str, pool: int) -> Candidates:
+        return CANDS
+
+    def rerank_scores(self, query: str, ids: list[str]) -> dict[str, float]:
+        return {n: RERANK[n] for n in ids}
+
+
+def test_eval_head_equals_live_ranking_with_injection() -> None:
+    cfg = EngineConfig().with_overrides(
+        {"search.top_k": 3, "injection.enabled": True, "rerank.provider": "http"}
+    )
+    live = rank(
+        CANDS,
+        cfg,
+        top_k=3,
+        mode="hybrid",
+        rerank_scores=RERANK,
+        children_of=lambda n: INJECTION_KB.nodes[n].children_ids,
+        pool=pool_size(cfg, 3, True),
+    )
+    assert [r.node_id for r in live] == ["p", "c", "x"]
+    gs = golden.parse("name: t\nqueries:\n  - {id: q1, query: q, relevant: [c]}\n")
+    (r,) = Evaluator(InjectionEngine()).run(gs, cfg).results
+    assert [x.node_id for x in r.ranked[:3]] == ["p", "c", "x"]
+    assert len({x.node_id for x in r.ranked}) == len(r.ranked)

@@ -281,3 +281,27 @@ def test_title_and_notes_cannot_forge_log_entries(ws: Path, forged: str) -> None
     headings = [ln for ln in log.splitlines() if ln.startswith("### ")]
     assert headings == [f"### Experiment 1: {res.title}"]
     assert res.title.startswith("k=30 ### Experiment 99: forged")
+
+
+# Crash recovery must not overwrite a baseline the user edited by hand.
+
+
+def test_recover_keeps_a_hand_edited_baseline(tmp_path) -> None:
+    store = ExperimentStore(tmp_path)
+    store.ensure_initial_version()
+    store.append(_result(store))
+    store.write_baseline(EngineConfig().with_overrides({"fusion.k": 30}))  # accepted, no crash
+    edited = EngineConfig().with_overrides({"fusion.k": 45, "search.top_k": 7})
+    store.baseline.write_text(edited.to_yaml(), encoding="utf-8")  # the user's own edit
+    assert store.recover() is None
+    assert store.baseline_config() == edited
+    assert [v["version"] for v in store.accepted_versions()] == [0, 1]
+
+
+def test_stray_files_in_baselines_folder_are_ignored(tmp_path) -> None:
+    store = ExperimentStore(tmp_path)
+    store.ensure_initial_version()
+    (store.versions / "v1-old.yaml").write_text(EngineConfig().to_yaml(), encoding="utf-8")
+    (store.versions / "very.yaml").write_text(EngineConfig().to_yaml(), encoding="utf-8")
+    assert [v["version"] for v in store.accepted_versions()] == [0]
+    assert store.write_baseline(EngineConfig().with_overrides({"fusion.k": 30})) == 1

@@ -1,4 +1,5 @@
 import os
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -219,3 +220,34 @@ def test_hugo_section_page_chapters_are_valid_labels():
     readme = SimpleNamespace(file_path="docs/README.md", doc_type="")
     assert not g._is_index_node(hugo)
     assert g._is_index_node(index) and g._is_index_node(readme)
+
+
+# Saving an unchanged golden set leaves the file byte for byte as it was.
+
+ROUNDTRIP_TEXT = """name: demo
+queries:
+  - id: q001
+    query: RAG 的切块策略有哪些？
+    relevant: [rag/chunking#切块策略/按标题切分]
+    category: rag
+  - id: q051
+    query: 公司年会在哪里举办？
+    unanswerable: true
+"""
+
+
+def test_noop_save_adds_no_default_difficulty(tmp_path: Path) -> None:
+    p = tmp_path / "demo.yaml"
+    p.write_text(ROUNDTRIP_TEXT, encoding="utf-8")
+    g.save(g.load(p))
+    assert p.read_text(encoding="utf-8") == ROUNDTRIP_TEXT
+
+
+def test_an_edited_difficulty_is_still_written(tmp_path: Path) -> None:
+    p = tmp_path / "demo.yaml"
+    p.write_text(ROUNDTRIP_TEXT, encoding="utf-8")
+    gs = g.load(p)
+    item = replace(gs.get("q001"), difficulty="hard")
+    g.save(g.with_item(gs, item))
+    assert g.load(p).get("q001").difficulty == "hard"
+    assert "difficulty" not in p.read_text(encoding="utf-8").split("q051")[1]
