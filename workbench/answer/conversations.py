@@ -210,7 +210,8 @@ class ChatStore:
                 (conversation_id,),
             ).fetchall()
         turns = tuple(Turn(n, c, lab, h, json.loads(a)) for n, c, lab, h, a in rows)
-        return Conversation(*head, turns=turns)
+        cid, title, created, updated = head
+        return Conversation(cid, title, created, updated, turns=turns)
 
     def delete(self, conversation_id: str) -> None:
         with self._db() as con:

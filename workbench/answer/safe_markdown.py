@@ -11,6 +11,7 @@ links (a chapter path such as ``rag/chunking.md#intro``) stay: they cannot leave
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 _IMAGE = re.compile(r"!\[([^\]\n]*)\]\s*(?:\([^)\n]*\)|\[[^\]\n]*\])")
@@ -52,7 +53,7 @@ def neutralize(text: str) -> Neutralized:
         removed.append(f"link {m.group(2)[:120]}")
         return m.group(1)
 
-    def drop(kind: str) -> object:
+    def drop(kind: str) -> Callable[[re.Match[str]], str]:
         def f(m: re.Match[str]) -> str:
             removed.append(f"{kind} {m.group(0).strip()[:120]}")
             return ""
@@ -60,9 +61,9 @@ def neutralize(text: str) -> Neutralized:
         return f
 
     out = _IMAGE.sub(image, text)
-    out = _HTML_MEDIA.sub(drop("html"), out)  # type: ignore[arg-type]
-    out = _HTML_LINK.sub(drop("html"), out)  # type: ignore[arg-type]
-    out = _REF_DEF.sub(drop("reference"), out)  # type: ignore[arg-type]
+    out = _HTML_MEDIA.sub(drop("html"), out)
+    out = _HTML_LINK.sub(drop("html"), out)
+    out = _REF_DEF.sub(drop("reference"), out)
     out = _LINK.sub(link, out)
     out = _REF_LINK.sub(lambda m: m.group(1), out)
     out = _AUTOLINK.sub(lambda m: f"`{m.group(1)}`", out)

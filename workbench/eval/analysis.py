@@ -288,7 +288,7 @@ def side_by_side(
     records: Sequence[Mapping[str, Any]], mode: str, qid: str, depth: int = 10
 ) -> tuple[list[str], list[list[tuple[str, bool]]]]:
     """The gold ids and each run's top ``depth`` as (node_id, is_relevant) for one query."""
-    lists = []
+    lists: list[list[tuple[str, bool]]] = []
     gold: list[str] = []
     for rec in records:
         q = next((x for x in _queries(rec, mode) if str(x["id"]) == qid), None)

@@ -53,7 +53,7 @@ def attribute(
         fusion_rank = dict(fusion_ranks)
     else:
         fusion_rank = {r.node_id: r.fusion_rank for r in ranked if r.fusion_rank is not None}
-    out = []
+    out: list[dict[str, Any]] = []
     for nid in item.relevant:
         if nid in top:
             continue
@@ -89,5 +89,5 @@ def attribute(
                 "bm25_rank_any": bm_full.get(nid),
             }
         )
-    out.sort(key=lambda a: _CAUSE_ORDER.index(a["cause"]))
+    out.sort(key=lambda a: _CAUSE_ORDER.index(str(a["cause"])))
     return out

@@ -103,7 +103,8 @@ def _short_hash(text: str) -> str:
 
 
 def _category(doc: dict[str, Any]) -> str:
-    meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+    raw = doc.get("metadata")
+    meta: dict[str, Any] = raw if isinstance(raw, dict) else {}
     value = doc.get("category") or meta.get("category")
     return str(value) if value else "beir"
 

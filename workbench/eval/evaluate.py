@@ -505,7 +505,7 @@ def latest_run_record(runs_dir: str | Path) -> dict[str, Any] | None:
 
 def run_record_means(record: Mapping[str, Any], mode: str = "hybrid") -> dict[str, float]:
     summ = record.get("summary", {})
-    m = summ.get(mode) or next(iter(summ.values()), {})
+    m: Mapping[str, Any] = summ.get(mode) or next(iter(summ.values()), {})
     return dict(m.get("means", {}))
 
 

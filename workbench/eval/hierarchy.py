@@ -64,7 +64,7 @@ def tree_gains(
 
 def as_parent_fn(hierarchy: Hierarchy | None) -> Callable[[str], str | None] | None:
     if hierarchy is None or callable(hierarchy):
-        return hierarchy  # type: ignore[return-value]
+        return hierarchy
     return hierarchy.get
 
 

@@ -9,7 +9,7 @@ log show as they are.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -309,7 +309,12 @@ def _slice_tests(
     if not raw:
         return []
     ps = [r[3] for r in raw]
-    adj = {"holm": holm, "bh": benjamini_hochberg, "none": list}[rule.correction](ps)
+    adjust: dict[str, Callable[[list[float]], list[float]]] = {
+        "holm": holm,
+        "bh": benjamini_hochberg,
+        "none": list,
+    }
+    adj = adjust[rule.correction](ps)
     return [SliceTest(s, n, d, p, pa) for (s, n, d, p), pa in zip(raw, adj, strict=True)]
 
 

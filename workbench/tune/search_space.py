@@ -209,6 +209,6 @@ def _check_against_config(spec: ParamSpec) -> None:
         raise ValueError(f"{spec.key}: choices {spec.choices} are not all in {choices}")
     lo, hi = meta.get("range") or (None, None)
     if spec.kind != "categorical" and (
-        (lo is not None and spec.low < lo) or (hi is not None and spec.high > hi)  # type: ignore[operator]
+        (lo is not None and spec.low < lo) or (hi is not None and spec.high > hi)
     ):
         raise ValueError(f"{spec.key}: [{spec.low}, {spec.high}] leaves the config's [{lo}, {hi}]")

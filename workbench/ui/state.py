@@ -145,7 +145,7 @@ def chat_turns() -> list[dict[str, Any]]:
     """[{"question": str, "answer": ChatAnswer, "config": label}] oldest first."""
     if CHAT_TURNS not in st.session_state:
         st.session_state[CHAT_TURNS] = []
-    return st.session_state[CHAT_TURNS]  # type: ignore[no-any-return]
+    return st.session_state[CHAT_TURNS]
 
 
 def add_chat_turn(turn: dict[str, Any]) -> None:
