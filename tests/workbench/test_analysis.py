@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from workbench.eval import analysis as A
+from workbench.eval.run_record import RunRecord
 
 
 def _q(qid, ranked, relevant, *, rec5, mrr, cause=None, attribution=(), **meta):
@@ -18,6 +19,7 @@ def _q(qid, ranked, relevant, *, rec5, mrr, cause=None, attribution=(), **meta):
         "language": meta.get("language", "zh"),
         "split": "tune",
         "metrics": {"recall@5": rec5, "mrr": mrr},
+        "latency_ms": 1.0,
         "cause": cause,
         "attribution": list(attribution),
         "error": None,
@@ -27,8 +29,9 @@ def _q(qid, ranked, relevant, *, rec5, mrr, cause=None, attribution=(), **meta):
                 "score": 1.0 / i,
                 "vector_rank": i,
                 "bm25_rank": None,
-                "fusion_rank": float(i),
+                "fusion_rank": i,
                 "rerank_rank": None,
+                "rerank_score": None,
                 "injected_from": None,
             }
             for i, n in enumerate(ranked, 1)
@@ -49,10 +52,35 @@ def _miss(nid, cause):
     }
 
 
-RUN_A = {
-    "run_id": "A",
-    "config_hash": "aaaaaa111111",
-    "queries": [
+def _record(run_id, config_hash, queries):
+    """A saved run record (JSON) around ``queries``; the summary is not what is tested."""
+    empty = {"by_difficulty": {}, "by_category": {}, "by_language": {}, "failures": {}}
+    data = {
+        "schema_version": 2,
+        "run_id": run_id,
+        "created": "2026-12-01T00:00:00Z",
+        "engine_version": "0.1.0",
+        "kb": "kb",
+        "index_fingerprint": "",
+        "config_hash": config_hash,
+        "config_yaml": "",
+        "dataset": {"name": "d", "path": "", "hash": "h"},
+        "split": "all",
+        "modes": ["hybrid"],
+        "rerank": False,
+        "seconds": 0.0,
+        "cache": {"hits": 0, "misses": 0},
+        "errors": 0,
+        "summary": {"hybrid": {"means": {}, "latency": {}, **empty, "queries": len(queries)}},
+        "queries": queries,
+    }
+    return RunRecord.from_dict(data, f"run {run_id}")
+
+
+RUN_A = _record(
+    "A",
+    "aaaaaa111111",
+    [
         _q("q1", ["x", "g1"], ["g1"], rec5=1.0, mrr=0.5),
         _q(
             "q2",
@@ -75,17 +103,17 @@ RUN_A = {
         ),
         _q("q4", ["g4", "z"], ["g4"], rec5=1.0, mrr=1.0),
     ],
-}
-RUN_B = {
-    "run_id": "B",
-    "config_hash": "bbbbbb222222",
-    "queries": [
+)
+RUN_B = _record(
+    "B",
+    "bbbbbb222222",
+    [
         _q("q1", ["g1", "x"], ["g1"], rec5=1.0, mrr=1.0),  # won
         _q("q2", ["x", "y"], ["g2"], rec5=0.0, mrr=0.0),  # tied, same list
         _q("q3", ["y", "g3a"], ["g3a", "g3b"], rec5=0.5, mrr=0.5),  # lost
         _q("q4", ["g4", "w"], ["g4"], rec5=1.0, mrr=1.0),  # changed: same mrr, new list
     ],
-}
+)
 
 
 def test_failures_are_worst_first_and_filter_by_cause_and_slice():
@@ -156,8 +184,7 @@ def test_cli_failures_and_runs_diff_read_saved_runs(tmp_path, capsys, monkeypatc
     (tmp_path / "kb").mkdir()
     (tmp_path / "kb" / "a.md").write_text("# A\n", encoding="utf-8")
     for rec in (RUN_A, RUN_B):
-        body = {**rec, "modes": ["hybrid"], "summary": {}}
-        (runs / f"{rec['run_id']}.json").write_text(json.dumps(body), encoding="utf-8")
+        (runs / f"{rec.run_id}.json").write_text(json.dumps(rec.to_dict()), encoding="utf-8")
     monkeypatch.chdir(tmp_path)
     assert main(["failures", "--kb", "kb", "--run", "A", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)

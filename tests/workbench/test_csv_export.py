@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from workbench.export.csv_writer import neutralize
-from workbench.export.report import CSV_FIELDS, Report, render_csv
+from workbench.export.formats import render_csv, rows_csv
+from workbench.export.report import CSV_FIELDS, Report
 from workbench.tune.sweep import SweepPoint, SweepResult
 
 HOSTILE = ["=cmd|' /C calc'!A0", "+SUM(1,1)", "-2+3", "@SUM(A1)", "\t=1", "\r=1"]
@@ -53,7 +54,7 @@ def test_report_csv_defuses_hostile_golden_fields() -> None:
 def test_sweep_csv_defuses_string_values() -> None:
     point = SweepPoint({"rerank.model": "@evil()"}, "h", "hybrid", {"mrr": 0.5}, {}, 1.0, 2.0, 3, 1)
     result = SweepResult(("rerank.model",), {"rerank.model": ["@evil()"]}, (point,), "tune", "b", 0)
-    rows = _cells(result.to_csv())
+    rows = _cells(rows_csv(result.rows()))
     assert "'@evil()" in rows[1] and "@evil()" not in rows[1]
 
 

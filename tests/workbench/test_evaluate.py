@@ -16,7 +16,9 @@ from tests.engine.engine_kit import HASH_CFG, write_kb
 from tests.engine.http_servers import LocalServer, rerank_handler
 from workbench.eval import golden
 from workbench.eval.attribution import attribute
-from workbench.eval.evaluate import EvalCache, Evaluator, save_run, trec_run_lines
+from workbench.eval.evaluate import EvalCache, Evaluator, save_run
+from workbench.eval.run_record import RunRecord
+from workbench.export.formats import trec_run
 
 GOLDEN = """name: tiny
 queries:
@@ -111,7 +113,7 @@ def test_run_record_and_trec(setup, tmp_path: Path):
     assert rec["dataset"]["hash"] == gs.content_hash
     assert len(rec["queries"]) == 5 and "ranked" in rec["queries"][0]
     assert set(rec["summary"]["hybrid"]) >= {"means", "latency", "by_difficulty", "failures"}
-    lines = trec_run_lines(run, "hybrid")
+    lines = trec_run(RunRecord.from_run(run), "hybrid").splitlines()
     assert lines[0].split()[1] == "Q0" and lines[0].split()[3] == "1"
 
 

@@ -12,15 +12,11 @@ from engine.pipeline import Ranked
 from workbench.cli import main
 from workbench.eval.evaluate import EvalRun, QueryResult, save_run
 from workbench.eval.golden import GoldenItem
-from workbench.export.report import (
-    SECTIONS,
-    build_report,
-    render_csv,
-    render_html,
-    render_json,
-    render_markdown,
-    run_from_record,
-)
+from workbench.eval.run_record import RunRecord
+from workbench.export.formats import render_csv, render_json
+from workbench.export.html_report import render_html
+from workbench.export.markdown_report import render_markdown
+from workbench.export.report import SECTIONS, build_report
 from workbench.tune.scorecard import build_scorecard
 
 XSS = "<script>alert(1)</script>"
@@ -51,6 +47,20 @@ class StrictParser(HTMLParser):
         self.stack.pop()
 
 
+def _miss(node_id, cause):
+    """An attribution entry as evaluate.attribute writes it (ranks unknown here)."""
+    return {
+        "node_id": node_id,
+        "cause": cause,
+        "final_rank": None,
+        "fusion_rank": None,
+        "vector_rank": None,
+        "bm25_rank": None,
+        "vector_rank_any": None,
+        "bm25_rank_any": None,
+    }
+
+
 def _run():
     rows = [
         ("q1", XSS, "easy", "rag", 1.0, 1.0, ["d#a", "d#b"], ("d#a",), None),
@@ -62,7 +72,7 @@ def _run():
         item = GoldenItem(qid, q, rel, diff, cat)
         rk = [Ranked(n, 1.0 / (i + 1), i + 1, None, i + 1, None) for i, n in enumerate(ranked)]
         m = {"recall@5": r5, "mrr": mrr, "hit@5": float(r5 > 0), "ndcg@10": r5}
-        attr = [{"node_id": rel[-1], "cause": cause}] if cause else []
+        attr = [_miss(rel[-1], cause)] if cause else []
         results.append(QueryResult(item, "hybrid", rk, m, 12.0, attr, cause))
     return EvalRun(
         "20261129-120000-abcdef",
@@ -105,7 +115,7 @@ LOG = [
 def report():
     run = _run()
     card = build_scorecard(run, kb=None, gs=None, engine_stats={})
-    return build_report(None, run.to_dict(), scorecard=card, log_records=LOG)
+    return build_report(None, RunRecord.from_run(run), scorecard=card, log_records=LOG)
 
 
 @pytest.fixture(scope="module")
@@ -179,7 +189,7 @@ def test_json_round_trips(report):
 
 def test_run_from_record_round_trip():
     run = _run()
-    back = run_from_record(json.loads(json.dumps(run.to_dict())))
+    back = RunRecord.from_dict(json.loads(json.dumps(run.to_dict()))).to_run()
     assert back.config == run.config
     assert back.means("hybrid") == run.means("hybrid")
     assert [r.ranked for r in back.results] == [r.ranked for r in run.results]

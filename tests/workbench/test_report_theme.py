@@ -10,7 +10,10 @@ import plotly.io as pio
 import pytest
 
 from tests.workbench.test_report import LOG, _run
-from workbench.export.report import REPORT_COLORWAY, build_report, render_html
+from workbench.eval.run_record import RunRecord
+from workbench.export.figures import REPORT_COLORWAY
+from workbench.export.html_report import render_html
+from workbench.export.report import build_report
 from workbench.tune.scorecard import build_scorecard
 
 
@@ -41,7 +44,8 @@ def _figures(page: str) -> list[dict]:
 def test_report_charts_keep_their_colours_under_the_streamlit_theme(streamlit_theme):
     run = _run()
     card = build_scorecard(run, kb=None, gs=None, engine_stats={})
-    page = render_html(build_report(None, run.to_dict(), scorecard=card, log_records=LOG))
+    record = RunRecord.from_run(run)
+    page = render_html(build_report(None, record, scorecard=card, log_records=LOG))
     figs = _figures(page)
     assert len(figs) >= 3  # categories, failures, optimizations
     for fig in figs:

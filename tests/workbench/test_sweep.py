@@ -8,6 +8,7 @@ from engine.config import EngineConfig
 from engine.errors import ConfigError
 from workbench.eval.evaluate import EvalRun, QueryResult
 from workbench.eval.golden import GoldenItem, GoldenSet
+from workbench.export.formats import rows_csv
 from workbench.tune.sweep import (
     best_index,
     expand_grid,
@@ -109,7 +110,7 @@ def test_sweep_two_keys_matrix_csv_json():
         [pytest.approx(0.7), pytest.approx(0.8)],
     ]
     assert res.best.values == {"fusion.k": 30, "fusion.bm25_weight": 2.0}
-    rows = list(csv.DictReader(io.StringIO(res.to_csv())))
+    rows = list(csv.DictReader(io.StringIO(rows_csv(res.rows()))))
     assert len(rows) == 4
     assert {"fusion.k", "tune_recall@5", "holdout_recall@5", "latency_p95"} <= set(rows[0])
     data = json.loads(res.to_json())

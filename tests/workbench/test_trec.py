@@ -7,6 +7,7 @@ import pytest
 from engine.errors import EngineError
 from workbench.eval.trec import (
     TrecFormatError,
+    format_ranked,
     format_ranking,
     read_qrels,
     read_run,
@@ -135,11 +136,12 @@ def _tied_run(n_queries: int, seed: int = 7):
 
 def test_exported_run_reproduces_eval_numbers_in_pytrec_eval(tmp_path) -> None:
     pytrec_eval = pytest.importorskip("pytrec_eval")
-    from workbench.eval.evaluate import trec_run_lines
+    from workbench.eval.run_record import RunRecord
+    from workbench.export.formats import trec_run
 
     run = _tied_run(3000)
     path = tmp_path / "run.trec"
-    path.write_text("\n".join(trec_run_lines(run, "hybrid")) + "\n", encoding="utf-8")
+    path.write_text(trec_run(RunRecord.from_run(run), "hybrid"), encoding="utf-8")
     ties = sum(len({it.score for it in r.ranked}) < len(r.ranked) for r in run.for_mode("hybrid"))
     assert ties > 2500  # the case that broke: most queries have tied engine scores
     assert read_run(path) == {
@@ -161,11 +163,15 @@ def test_exported_run_reproduces_eval_numbers_in_pytrec_eval(tmp_path) -> None:
 
 
 def test_exported_run_refuses_a_repeated_query_id() -> None:
-    from workbench.eval.evaluate import trec_run_lines
+    from workbench.eval.run_record import RunRecord
+    from workbench.export.formats import trec_run
 
     run = _tied_run(2)
     run.results[1] = type(run.results[1])(
         run.results[0].item, "hybrid", run.results[1].ranked, {}, 1.0, [], None
     )
+    # The run record refuses it already (its means would merge the two queries).
+    with pytest.raises(EngineError, match="appears twice"):
+        trec_run(RunRecord.from_run(run), "hybrid")
     with pytest.raises(ValueError, match="appears twice"):
-        trec_run_lines(run, "hybrid")
+        format_ranked([("q1", ["a"]), ("q1", ["b"])])

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
 from engine.errors import EngineError
 from workbench.commands.common import print_json, workspace
+from workbench.eval.run_record import RunRecord
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -46,9 +46,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
 
 
-def _record(args: argparse.Namespace, run_id: str | None) -> dict[str, Any]:
+def _record(args: argparse.Namespace, run_id: str | None) -> RunRecord:
     from workbench.commands.scorecard_cmd import load_run_by_id
-    from workbench.eval.evaluate import latest_run_record
+    from workbench.eval.run_record import latest_run_record
 
     ws = workspace(args)
     if run_id:
@@ -59,11 +59,10 @@ def _record(args: argparse.Namespace, run_id: str | None) -> dict[str, Any]:
     return rec
 
 
-def _mode(args: argparse.Namespace, rec: dict[str, Any]) -> str:
-    modes = rec.get("modes") or ["hybrid"]
-    if args.mode and args.mode not in modes:
-        raise EngineError(f"run {rec.get('run_id')} has modes {', '.join(modes)}, not {args.mode}")
-    return args.mode or modes[0]
+def _mode(args: argparse.Namespace, rec: RunRecord) -> str:
+    if args.mode and args.mode not in rec.modes:
+        raise EngineError(f"run {rec.run_id} has modes {', '.join(rec.modes)}, not {args.mode}")
+    return args.mode or rec.modes[0]
 
 
 def _failures(args: argparse.Namespace) -> int:
@@ -102,12 +101,10 @@ def _failures(args: argparse.Namespace) -> int:
             raise EngineError(f"--slice takes KEY=VALUE, got {args.slice!r}")
     rows = A.failures(rec, mode, cause=args.cause, slice_by=slice_by, slice_value=slice_value)
     if args.json:
-        print_json(
-            {"run_id": rec.get("run_id"), "mode": mode, "failures": [r.to_dict() for r in rows]}
-        )
+        print_json({"run_id": rec.run_id, "mode": mode, "failures": [r.to_dict() for r in rows]})
         return 0
-    total = len([q for q in rec.get("queries", []) if q.get("mode") == mode])
-    lines = [f"run {rec.get('run_id')} ({mode}): {len(rows)} of {total} queries miss at K=5"]
+    total = len(rec.for_mode(mode))
+    lines = [f"run {rec.run_id} ({mode}): {len(rows)} of {total} queries miss at K=5"]
     for r in rows:
         lines.append(
             f"{r.id:<10} recall@5 {r.recall5:.2f}  mrr {r.mrr:.3f}  {r.to_dict()['cause_text']:<36} {r.query}"
@@ -124,7 +121,7 @@ def _diff(args: argparse.Namespace) -> int:
     recs = [_record(args, r) for r in args.runs]
     mode = _mode(args, recs[0])
     rows = A.run_matrix(recs, mode, args.measure, outcome=args.outcome)
-    labels = [str(r.get("run_id")) for r in recs]
+    labels = [r.run_id for r in recs]
     if args.json:
         print_json(
             {

@@ -98,7 +98,9 @@ def _sweep(args: argparse.Namespace) -> int:
     if args.csv:
         from pathlib import Path
 
-        atomic_write_text(Path(args.csv), result.to_csv())
+        from workbench.export.formats import rows_csv
+
+        atomic_write_text(Path(args.csv), rows_csv(result.rows()))
         info(f"csv: {args.csv}")
     if args.json:
         print_json(result.to_dict())

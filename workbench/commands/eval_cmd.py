@@ -17,7 +17,7 @@ from workbench.commands.common import (
 )
 from workbench.eval import golden
 from workbench.eval.attribution import CAUSES
-from workbench.eval.evaluate import EvalRun, save_run, trec_qrels_lines, trec_run_lines
+from workbench.eval.evaluate import EvalRun, save_run
 
 TABLE_MEASURES = ("recall", "precision", "hit", "ndcg", "hrecall", "hndcg", "mrr")
 TABLE_KS = (1, 3, 5, 10, 20)
@@ -92,12 +92,16 @@ def run(args: argparse.Namespace) -> int:
         if args.answers:
             atomic_write_text(path, json.dumps(record, ensure_ascii=False, indent=1))
         info(f"run record: {path}")
-    if args.trec_run:
-        atomic_write_text(
-            Path(args.trec_run), "\n".join(trec_run_lines(result, args.modes[0])) + "\n"
-        )
-    if args.trec_qrels:
-        atomic_write_text(Path(args.trec_qrels), "\n".join(trec_qrels_lines(gs)) + "\n")
+    if args.trec_run or args.trec_qrels:
+        from workbench.eval.run_record import RunRecord
+        from workbench.export.formats import ExportSource, golden_qrels, write
+
+        # The whole golden set's labels (graded), not only the split this run scored.
+        source = ExportSource(RunRecord.from_run(result), args.modes[0], qrels=golden_qrels(gs))
+        if args.trec_run:
+            write("trec-run", source, args.trec_run)
+        if args.trec_qrels:
+            write("trec-qrels", source, args.trec_qrels)
 
     if args.json == "-":
         print_json(record)

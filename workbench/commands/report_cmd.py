@@ -5,11 +5,15 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
-from engine.atomic import atomic_write_text
 from engine.errors import EngineError
 from workbench.commands.common import info, workspace
+from workbench.eval.golden import GoldenSet
+from workbench.eval.run_record import RunRecord
+from workbench.workspace import Workspace
 
+# The registry's names (workbench/export/formats.py), listed here so `--help` stays cheap.
 FORMATS = ("html", "md", "csv", "json", "trec-run", "trec-qrels")
 
 
@@ -31,72 +35,53 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from workbench.commands.scorecard_cmd import load_run_by_id
-    from workbench.eval.evaluate import latest_run_record, trec_qrels_lines, trec_run_lines
-    from workbench.export.report import (
-        build_report,
-        golden_from_record,
-        run_from_record,
-        write_report,
-    )
+    from workbench.eval.run_record import latest_run_record
+    from workbench.export.formats import ExportSource, export_format, golden_qrels, render, write
+    from workbench.export.report import build_report
 
     args.config = None
     ws = workspace(args)
     if args.run:
         record = load_run_by_id(ws, args.run)
     else:
-        record = latest_run_record(ws.runs_dir)
-        if record is None:
+        latest = latest_run_record(ws.runs_dir)
+        if latest is None:
             raise EngineError(f"no run records in {ws.runs_dir}; run `wikirag eval` first")
-    if args.format in ("trec-run", "trec-qrels"):
-        ev_run = run_from_record(record)
-        if args.format == "trec-run":
-            lines = trec_run_lines(ev_run, ev_run.modes[0])
-        else:
-            lines = trec_qrels_lines(_golden_for(ws, record) or golden_from_record(record))
-        _emit("\n".join(lines) + "\n", args.out)
-        return 0
-    card = None
-    if not args.no_scorecard and args.format != "csv":
-        card = _scorecard(ws, record)
-    report = build_report(ws, record, scorecard=card)
+        record = latest
+    fmt = export_format(args.format)
+    mode = record.modes[0]
+    report = None
+    if fmt.shows_report:
+        card = _scorecard(ws, record) if fmt.shows_scorecard and not args.no_scorecard else None
+        report = build_report(ws, record, scorecard=card, mode=mode)
+    gs = _golden_for(ws, record) if fmt.name == "trec-qrels" else None
+    source = ExportSource(record, mode, report, golden_qrels(gs) if gs is not None else None)
     if args.out:
-        path = write_report(report, args.format, args.out)
-        info(f"report: {path}")
+        path = write(fmt.name, source, args.out)
+        info(f"report: {path}" if fmt.shows_report else f"wrote {path}")
     else:
-        from workbench.export.report import render_csv, render_html, render_json, render_markdown
-
-        render = {"html": render_html, "md": render_markdown, "csv": render_csv}
-        sys.stdout.write(render.get(args.format, render_json)(report))
+        sys.stdout.write(render(fmt.name, source))
     return 0
 
 
-def _golden_for(ws, record):
+def _golden_for(ws: Workspace, record: RunRecord) -> GoldenSet | None:
     """The golden set file the run used (graded labels), if it is unchanged since."""
     from workbench.eval import golden
 
-    path = Path(record.get("dataset", {}).get("path") or ws.dataset)
+    path = Path(record.dataset.path or ws.dataset)
     try:
         gs = golden.load(path)
     except EngineError:
         return None
-    return gs if gs.content_hash == record.get("dataset", {}).get("hash") else None
+    return gs if gs.content_hash == record.dataset.hash else None
 
 
-def _scorecard(ws, record):
-    from workbench.export.report import run_from_record
+def _scorecard(ws: Workspace, record: RunRecord) -> Any:
     from workbench.tune.scorecard import compute_scorecard
 
-    ev_run = run_from_record(record)
+    ev_run = record.to_run()
     try:
         return compute_scorecard(ws, ev_run.config, run=ev_run)
     except (EngineError, OSError, ImportError) as exc:
         info(f"report without scorecard: {exc}")
         return None
-
-
-def _emit(text: str, out: str | None) -> None:
-    if out:
-        atomic_write_text(Path(out), text)
-        info(f"wrote {out}")
-    else:
-        sys.stdout.write(text)

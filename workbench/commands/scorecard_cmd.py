@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
 from engine.errors import EngineError
 from workbench.commands.common import (
@@ -15,6 +14,7 @@ from workbench.commands.common import (
     print_json,
     workspace,
 )
+from workbench.eval.run_record import RunRecord
 from workbench.workspace import Workspace
 
 
@@ -32,9 +32,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def load_run_by_id(ws: Workspace, run_id: str) -> dict[str, Any]:
+def load_run_by_id(ws: Workspace, run_id: str) -> RunRecord:
     """The run record ``experiments/<kb>/runs/<ID>.json``; a clear error when absent."""
-    from workbench.eval.evaluate import list_runs, load_run_record
+    from workbench.eval.evaluate import list_runs
+    from workbench.eval.run_record import load_run_record
 
     path = Path(ws.runs_dir) / f"{Path(run_id).stem}.json"
     if not path.is_file():
@@ -46,14 +47,13 @@ def load_run_by_id(ws: Workspace, run_id: str) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.export.report import run_from_record
     from workbench.tune.scorecard import compute_scorecard
 
     ws = workspace(args)
     cfg = effective_config(args, ws)
     ev_run = None
     if args.run:
-        ev_run = run_from_record(load_run_by_id(ws, args.run))
+        ev_run = load_run_by_id(ws, args.run).to_run()
         cfg = ev_run.config
     card = compute_scorecard(
         ws, cfg, run=ev_run, progress=lambda i, n, what: info(f"[{i}/{n}] {what}")

@@ -1,8 +1,8 @@
 """Follow a number to its cause: failing queries worst first, one query's full story, and
 saved runs compared query by query.
 
-Pure functions over run records (the JSON `wikirag eval` saves), so the Evaluate and
-Compare pages, the CLI (`wikirag failures`, `wikirag runs diff`) and tests read one truth.
+Pure functions over run records (:class:`workbench.eval.run_record.RunRecord`), so the
+Evaluate and Compare pages, the CLI (`wikirag failures`, `wikirag runs diff`) and tests read one truth.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workbench.eval.attribution import CAUSES
+from workbench.eval.run_record import QueryRecord, RunRecord
 
 # Which stage of the pipeline a cause blames: the detail view highlights that column.
 CAUSE_STAGE = {
@@ -25,14 +26,6 @@ CAUSE_STAGE = {
 SLICES = ("difficulty", "category", "language")
 OUTCOMES = ("won", "lost", "tied", "changed")
 EPS = 1e-9
-
-
-def _queries(record: Mapping[str, Any], mode: str) -> list[Mapping[str, Any]]:
-    return [q for q in record.get("queries", []) if q.get("mode") == mode]
-
-
-def _int(v: Any) -> int | None:
-    return None if v is None else int(v)
 
 
 @dataclass(frozen=True)
@@ -63,7 +56,7 @@ class FailureRow:
 
 
 def failures(
-    record: Mapping[str, Any],
+    record: RunRecord,
     mode: str,
     *,
     cause: str | None = None,
@@ -77,26 +70,25 @@ def failures(
     if slice_by is not None and slice_by not in SLICES:
         raise ValueError(f"slice must be one of {', '.join(SLICES)}; got {slice_by!r}")
     rows = []
-    for q in _queries(record, mode):
-        c = q.get("cause") or ("error" if q.get("error") else None)
+    for q in record.for_mode(mode):
+        c = q.cause or ("error" if q.error else None)
         if c is None:
             continue
         if cause is not None and c != cause:
             continue
-        if slice_by is not None and str(q.get(slice_by)) != str(slice_value):
+        if slice_by is not None and slice_of(q, slice_by) != str(slice_value):
             continue
-        m = q.get("metrics", {})
         rows.append(
             FailureRow(
-                id=str(q["id"]),
-                query=str(q.get("query", "")),
+                id=q.id,
+                query=q.query,
                 cause=c,
-                difficulty=str(q.get("difficulty", "")),
-                category=str(q.get("category", "")),
-                language=str(q.get("language", "")),
-                recall5=float(m.get("recall@5", 0.0)),
-                mrr=float(m.get("mrr", 0.0)),
-                missing=len(q.get("attribution") or []),
+                difficulty=q.difficulty,
+                category=q.category,
+                language=q.language,
+                recall5=float(q.metrics.get("recall@5", 0.0)),
+                mrr=float(q.metrics.get("mrr", 0.0)),
+                missing=len(q.attribution),
             )
         )
     rows.sort(key=lambda r: (r.recall5, r.mrr, r.id))
@@ -141,27 +133,38 @@ class QueryStory:
     meta: Mapping[str, str] = field(default_factory=dict)
 
 
-def story(record: Mapping[str, Any], mode: str, qid: str) -> QueryStory:
+def slice_of(q: QueryRecord, by: str) -> str:
+    """The query's value of slice ``by`` (one of SLICES)."""
+    if by not in SLICES:
+        raise ValueError(f"slice must be one of {', '.join(SLICES)}; got {by!r}")
+    return {"difficulty": q.difficulty, "category": q.category, "language": q.language}[by]
+
+
+def _query(record: RunRecord, mode: str, qid: str) -> QueryRecord | None:
+    return next((x for x in record.for_mode(mode) if x.id == qid), None)
+
+
+def story(record: RunRecord, mode: str, qid: str) -> QueryStory:
     """One query: its ranked list (integer stage ranks) and each gold chapter's journey."""
-    q = next((x for x in _queries(record, mode) if str(x["id"]) == qid), None)
+    q = _query(record, mode, qid)
     if q is None:
-        raise KeyError(f"query {qid!r} is not in run {record.get('run_id')} ({mode})")
-    relevant = [str(n) for n in q.get("relevant", [])]
+        raise KeyError(f"query {qid!r} is not in run {record.run_id} ({mode})")
+    relevant = list(q.relevant)
     ranked = [
         RankedRow(
             rank=i,
-            node_id=r["node_id"],
-            relevant=r["node_id"] in relevant,
-            score=float(r.get("score") or 0.0),
-            vector=_int(r.get("vector_rank")),
-            bm25=_int(r.get("bm25_rank")),
-            fusion=_int(r.get("fusion_rank")),
-            rerank=_int(r.get("rerank_rank")),
-            injected_from=r.get("injected_from"),
+            node_id=r.node_id,
+            relevant=r.node_id in relevant,
+            score=float(r.score or 0.0),
+            vector=r.vector_rank,
+            bm25=r.bm25_rank,
+            fusion=r.fusion_rank,
+            rerank=r.rerank_rank,
+            injected_from=r.injected_from,
         )
-        for i, r in enumerate(q.get("ranked", []), 1)
+        for i, r in enumerate(q.ranked, 1)
     ]
-    at = {a["node_id"]: a for a in q.get("attribution") or []}
+    at = {a.node_id: a for a in q.attribution}
     pos = {r.node_id: r for r in ranked}
     gold = []
     for nid in relevant:
@@ -171,14 +174,14 @@ def story(record: Mapping[str, Any], mode: str, qid: str) -> QueryStory:
             gold.append(
                 GoldRow(
                     nid,
-                    _int(a.get("final_rank")),
-                    _int(a.get("vector_rank")),
-                    _int(a.get("bm25_rank")),
-                    _int(a.get("fusion_rank")),
-                    _int(a.get("vector_rank_any")),
-                    _int(a.get("bm25_rank_any")),
-                    a.get("cause"),
-                    CAUSE_STAGE.get(a.get("cause", "")),
+                    a.final_rank,
+                    a.vector_rank,
+                    a.bm25_rank,
+                    a.fusion_rank,
+                    a.vector_rank_any,
+                    a.bm25_rank_any,
+                    a.cause,
+                    CAUSE_STAGE.get(a.cause),
                 )
             )
         else:
@@ -196,14 +199,14 @@ def story(record: Mapping[str, Any], mode: str, qid: str) -> QueryStory:
                 )
             )
     return QueryStory(
-        id=str(q["id"]),
-        query=str(q.get("query", "")),
+        id=q.id,
+        query=q.query,
         mode=mode,
-        metrics=dict(q.get("metrics", {})),
+        metrics=dict(q.metrics),
         ranked=ranked,
         gold=gold,
-        error=q.get("error"),
-        meta={k: str(q.get(k, "")) for k in (*SLICES, "split")},
+        error=q.error,
+        meta={**{k: slice_of(q, k) for k in SLICES}, "split": q.split},
     )
 
 
@@ -225,13 +228,8 @@ class MatrixRow:
         return out
 
 
-def _first_relevant(q: Mapping[str, Any]) -> int | None:
-    rel = set(q.get("relevant", []))
-    return next((i for i, r in enumerate(q.get("ranked", []), 1) if r["node_id"] in rel), None)
-
-
 def run_matrix(
-    records: Sequence[Mapping[str, Any]],
+    records: Sequence[RunRecord],
     mode: str,
     measure: str = "mrr",
     *,
@@ -246,12 +244,12 @@ def run_matrix(
         raise ValueError("compare at least two runs")
     if outcome is not None and outcome not in OUTCOMES:
         raise ValueError(f"outcome must be one of {', '.join(OUTCOMES)}; got {outcome!r}")
-    by_run = [{str(q["id"]): q for q in _queries(r, mode)} for r in records]
+    by_run = [{q.id: q for q in r.for_mode(mode)} for r in records]
     common = [qid for qid in by_run[0] if all(qid in b for b in by_run[1:])]
     rows = []
     for qid in common:
         qs = [b[qid] for b in by_run]
-        vals = tuple(float(q.get("metrics", {}).get(measure, 0.0)) for q in qs)
+        vals = tuple(float(q.metrics.get(measure, 0.0)) for q in qs)
         deltas = tuple(v - vals[0] for v in vals[1:])
         last = deltas[-1]
         if last > EPS:
@@ -259,18 +257,18 @@ def run_matrix(
         elif last < -EPS:
             oc = "lost"
         else:
-            top = [[r["node_id"] for r in q.get("ranked", [])[:10]] for q in (qs[0], qs[-1])]
+            top = [q.top(10) for q in (qs[0], qs[-1])]
             oc = "changed" if top[0] != top[1] else "tied"
         if outcome is not None and oc != outcome:
             continue
         rows.append(
             MatrixRow(
                 qid,
-                str(qs[0].get("query", "")),
+                qs[0].query,
                 vals,
                 deltas,
                 oc,
-                tuple(_first_relevant(q) for q in qs),
+                tuple(q.first_relevant_rank for q in qs),
             )
         )
     rows.sort(key=lambda r: (-max((abs(d) for d in r.deltas), default=0.0), r.id))
@@ -285,22 +283,22 @@ def outcome_counts(rows: Sequence[MatrixRow]) -> dict[str, int]:
 
 
 def side_by_side(
-    records: Sequence[Mapping[str, Any]], mode: str, qid: str, depth: int = 10
+    records: Sequence[RunRecord], mode: str, qid: str, depth: int = 10
 ) -> tuple[list[str], list[list[tuple[str, bool]]]]:
     """The gold ids and each run's top ``depth`` as (node_id, is_relevant) for one query."""
     lists: list[list[tuple[str, bool]]] = []
     gold: list[str] = []
     for rec in records:
-        q = next((x for x in _queries(rec, mode) if str(x["id"]) == qid), None)
+        q = _query(rec, mode, qid)
         if q is None:
             lists.append([])
             continue
-        gold = [str(n) for n in q.get("relevant", [])]
+        gold = list(q.relevant)
         rel = set(gold)
-        lists.append([(r["node_id"], r["node_id"] in rel) for r in q.get("ranked", [])[:depth]])
+        lists.append([(nid, nid in rel) for nid in q.top(depth)])
     return gold, lists
 
 
-def run_label(record: Mapping[str, Any]) -> str:
+def run_label(record: RunRecord) -> str:
     """A short label for a saved run: its id and config hash."""
-    return f"{record.get('run_id', '?')} · {str(record.get('config_hash', ''))[:6]}"
+    return record.label()

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import engine as engine_pkg
-from engine import __version__ as engine_version
 from engine.atomic import atomic_write_bytes, atomic_write_text
 from engine.config import EngineConfig
 from engine.errors import EngineError
@@ -112,30 +111,6 @@ class QueryResult:
     cause: str | None  # the query-level cause (first missing chapter's), None when no miss
     error: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.item.id,
-            "mode": self.mode,
-            "metrics": self.metrics,
-            "latency_ms": round(self.latency_ms, 3),
-            "cause": self.cause,
-            "attribution": self.attribution,
-            "error": self.error,
-            "ranked": [
-                {
-                    "node_id": r.node_id,
-                    "score": r.score,
-                    "vector_rank": r.vector_rank,
-                    "bm25_rank": r.bm25_rank,
-                    "fusion_rank": r.fusion_rank,
-                    "rerank_rank": r.rerank_rank,
-                    "rerank_score": r.rerank_score,
-                    "injected_from": r.injected_from,
-                }
-                for r in self.ranked
-            ],
-        }
-
 
 @dataclass
 class EvalRun:
@@ -212,40 +187,10 @@ class EvalRun:
         }
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "created": self.created,
-            "engine_version": engine_version,
-            "kb": self.kb_name,
-            "index_fingerprint": self.index_fingerprint,
-            "config_hash": self.config.hash,
-            "config_yaml": self.config.to_yaml(),
-            "dataset": {
-                "name": self.dataset_name,
-                "path": self.dataset_path,
-                "hash": self.dataset_hash,
-            },
-            "split": self.split,
-            "modes": list(self.modes),
-            "rerank": self.rerank,
-            "seconds": round(self.seconds, 3),
-            "cache": {"hits": self.cache_hits, "misses": self.cache_misses},
-            "errors": self.errors,
-            "summary": self.summary(),
-            "queries": [
-                {
-                    "id": r.item.id,
-                    "query": r.item.query,
-                    "relevant": list(r.item.relevant),
-                    "difficulty": r.item.difficulty,
-                    "category": r.item.category,
-                    "language": r.item.language,
-                    "split": r.item.split,
-                    **r.to_dict(),
-                }
-                for r in self.results
-            ],
-        }
+        """The saved run record's JSON (its shape is defined by workbench.eval.run_record)."""
+        from workbench.eval.run_record import RunRecord  # run_record builds on this module
+
+        return RunRecord.from_run(self).to_dict()
 
 
 class Evaluator:
@@ -476,57 +421,6 @@ def save_run(run: EvalRun, runs_dir: str | Path) -> Path:
 def list_runs(runs_dir: str | Path) -> list[Path]:
     d = Path(runs_dir)
     return sorted(d.glob("*.json"), reverse=True) if d.is_dir() else []
-
-
-def load_run_record(path: str | Path) -> dict[str, Any]:
-    """A saved run record; a one-line EngineError when the file is not one (edited, truncated)."""
-    p = Path(path)
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise EngineError(
-            f"run record {p} is not valid JSON ({exc}); delete it or re-run eval"
-        ) from exc
-    queries = data.get("queries") if isinstance(data, dict) else None
-    if not isinstance(queries, list) or not all(
-        isinstance(q, dict) and "id" in q and isinstance(q.get("ranked", []), list) for q in queries
-    ):
-        raise EngineError(
-            f"run record {p} is not a run record (expected a JSON object with a `queries` "
-            "list); delete it or re-run `wikirag eval`"
-        )
-    return data
-
-
-def latest_run_record(runs_dir: str | Path) -> dict[str, Any] | None:
-    runs = list_runs(runs_dir)
-    return load_run_record(runs[0]) if runs else None
-
-
-def run_record_means(record: Mapping[str, Any], mode: str = "hybrid") -> dict[str, float]:
-    summ = record.get("summary", {})
-    m: Mapping[str, Any] = summ.get(mode) or next(iter(summ.values()), {})
-    return dict(m.get("means", {}))
-
-
-def trec_run_lines(run: EvalRun, mode: str, tag: str | None = None) -> list[str]:
-    """TREC run lines (qid Q0 docid rank score tag) that trec_eval ranks as we evaluated.
-
-    Written by :func:`workbench.eval.trec.format_ranked`, the project's one TREC run writer.
-    """
-    from workbench.eval.trec import format_ranked
-
-    tag = tag or f"wikirag-{run.config.hash}-{mode}"
-    ranked = [(r.item.id, [it.node_id for it in r.ranked]) for r in run.for_mode(mode)]
-    return format_ranked(ranked, tag).splitlines()
-
-
-def trec_qrels_lines(gs: GoldenSet) -> list[str]:
-    lines = []
-    for it in gs.answerable():
-        for nid, grade in it.qrels.items():
-            lines.append(f"{it.id} 0 {nid} {grade}")
-    return lines
 
 
 __all__ = [

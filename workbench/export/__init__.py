@@ -1,4 +1,8 @@
-"""Exports: reports of a run (HTML, Markdown, CSV, JSON, TREC) and the one CSV writer.
+"""Exports of a run: one registry of formats (``formats``: HTML, Markdown, CSV, JSON, TREC
+run and qrels) and the one CSV writer (``csv_writer``).
 
-Reads run records and scorecards from ``workbench.eval`` / ``workbench.tune``.
+``report`` collects a report's data from a run record (``workbench.eval.run_record``), the
+experiment log and a scorecard (``workbench.tune``); ``html_report`` (a jinja2 template),
+``markdown_report`` and ``figures`` render it. Depends on eval and tune; nothing below the
+apps imports it.
 """

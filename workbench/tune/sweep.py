@@ -19,7 +19,6 @@ from engine.config import EngineConfig
 from engine.errors import ConfigError
 from workbench.eval.evaluate import EvalRun
 from workbench.eval.golden import GoldenSet
-from workbench.export.csv_writer import to_csv
 
 TUNE_MEASURES = ("recall@5", "mrr", "hit@5", "ndcg@10")
 HOLDOUT_MEASURES = ("recall@5", "mrr")
@@ -187,10 +186,6 @@ class SweepResult:
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), ensure_ascii=False, indent=2, default=str)
-
-    def to_csv(self) -> str:
-        rows = self.rows()
-        return to_csv(rows, list(rows[0]) if rows else [])
 
 
 def _key(v: Any) -> str:

@@ -3,7 +3,6 @@ slice; a row opens the query with its gold chapters beside the ranked list."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
@@ -11,6 +10,7 @@ import streamlit as st
 
 from workbench.eval import analysis as A
 from workbench.eval.attribution import CAUSES
+from workbench.eval.run_record import RunRecord
 from workbench.ui import components as ui
 from workbench.ui import state
 from workbench.ui.i18n import t
@@ -21,11 +21,11 @@ HIGHLIGHT = "background-color: rgba(207,34,46,0.22)"
 GOLD = "background-color: rgba(46,160,67,0.25)"
 
 
-def failure_analysis(record: Mapping[str, Any], mode: str, kb: Any) -> None:
+def failure_analysis(record: RunRecord, mode: str, kb: Any) -> None:
     st.subheader(t("Failures"))
-    summary = record["summary"][mode]
-    counts = {c: len(ids) for c, ids in summary.get("failures", {}).items()}
-    if not counts and not record.get("errors"):
+    summary = record.mode_summary(mode)
+    counts = {c: len(ids) for c, ids in summary.failures.items()}
+    if not counts and not record.errors:
         st.success(t("No misses at K=5: every relevant chapter is in the top 5."))
     f = st.columns([2, 1, 1])
     # Labels translated here: format_func also runs outside the script, where t() cannot
@@ -41,9 +41,7 @@ def failure_analysis(record: Mapping[str, Any], mode: str, kb: Any) -> None:
         format_func=lambda c: cause_labels.get(c, c),
     )
     slice_by = f[1].selectbox(t("Slice"), [ALL, *A.SLICES], key=state.EVAL_FAIL_SLICE)
-    values = (
-        sorted({str(q.get(slice_by, "")) for q in record["queries"]}) if slice_by != ALL else []
-    )
+    values = sorted({A.slice_of(q, slice_by) for q in record.queries}) if slice_by != ALL else []
     slice_value = f[2].selectbox(
         t("Value"), values or [ALL], key=state.EVAL_FAIL_VALUE, disabled=slice_by == ALL
     )
@@ -54,7 +52,7 @@ def failure_analysis(record: Mapping[str, Any], mode: str, kb: Any) -> None:
         slice_by=None if slice_by == ALL else slice_by,
         slice_value=None if slice_by == ALL else slice_value,
     )
-    queries = [q for q in record["queries"] if q["mode"] == mode]
+    queries = record.for_mode(mode)
     st.caption(
         t(
             "{n} of {total} queries miss a relevant chapter at K=5 · worst first · "
@@ -87,21 +85,19 @@ def failure_analysis(record: Mapping[str, Any], mode: str, kb: Any) -> None:
         sel = event.selection.rows if event is not None and event.selection else []
         if sel and state.changed(state.EVAL_FAIL_TABLE, rows[sel[0]].id):
             picked_id = rows[sel[0]].id
-    ids = [r.id for r in rows] + [
-        str(q["id"]) for q in queries if q["id"] not in {r.id for r in rows}
-    ]
+    ids = [r.id for r in rows] + [q.id for q in queries if q.id not in {r.id for r in rows}]
     if not ids:
         return
     if picked_id is not None:
         st.session_state[state.EVAL_DRILL] = picked_id
     if st.session_state.get(state.EVAL_DRILL) not in ids:
         st.session_state[state.EVAL_DRILL] = ids[0]
-    by_id = {str(q["id"]): q for q in queries}
+    by_id = {q.id: q for q in queries}
     qid = st.selectbox(
         t("Query"),
         ids,
         key=state.EVAL_DRILL,
-        format_func=lambda i: f"{i} · {by_id[i]['query']}" if i in by_id else i,
+        format_func=lambda i: f"{i} · {by_id[i].query}" if i in by_id else i,
     )
     query_story(A.story(record, mode, qid), kb)
     with st.expander(t("All {n} queries", n=len(queries))):
@@ -109,13 +105,13 @@ def failure_analysis(record: Mapping[str, Any], mode: str, kb: Any) -> None:
             pd.DataFrame(
                 [
                     {
-                        "id": q["id"],
-                        "query": q["query"],
-                        "difficulty": q["difficulty"],
-                        "category": q["category"],
-                        "recall@5": q["metrics"].get("recall@5", 0.0),
-                        "mrr": q["metrics"].get("mrr", 0.0),
-                        "cause": t(CAUSES.get(q["cause"], "")) if q["cause"] else "",
+                        "id": q.id,
+                        "query": q.query,
+                        "difficulty": q.difficulty,
+                        "category": q.category,
+                        "recall@5": q.metrics.get("recall@5", 0.0),
+                        "mrr": q.metrics.get("mrr", 0.0),
+                        "cause": t(CAUSES.get(q.cause, "")) if q.cause else "",
                     }
                     for q in queries
                 ]

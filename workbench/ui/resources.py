@@ -19,7 +19,8 @@ import streamlit as st
 from engine.config import EngineConfig
 from engine.tree import KnowledgeBase, markdown_files, parse_kb
 from workbench.eval import golden
-from workbench.eval.evaluate import Evaluator, list_runs, load_run_record
+from workbench.eval.evaluate import Evaluator, list_runs
+from workbench.eval.run_record import RunRecord, load_run_record
 from workbench.tune.experiments import ExperimentStore
 from workbench.workspace import Workspace, resolve
 
@@ -160,11 +161,11 @@ def index_status(ws: Workspace, cfg: EngineConfig) -> dict[str, Any]:
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def _run_record(path: str, mtime: float) -> dict[str, Any]:
+def _run_record(path: str, mtime: float) -> RunRecord:
     return load_run_record(path)
 
 
-def run_record(path: Path) -> dict[str, Any]:
+def run_record(path: Path) -> RunRecord:
     return _run_record(str(path), _mtime(path))
 
 

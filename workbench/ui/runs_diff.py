@@ -38,7 +38,7 @@ def runs_diff(ws: Any) -> None:
         st.info(t("Pick at least two runs."))
         return
     records = [resources.run_record(paths[names.index(n)]) for n in picked]
-    modes = [m for m in records[0]["modes"] if all(m in r["modes"] for r in records[1:])]
+    modes = [m for m in records[0].modes if all(m in r.modes for r in records[1:])]
     if not modes:
         st.warning(t("These runs share no search mode; pick runs evaluated in the same mode."))
         return
@@ -58,10 +58,7 @@ def runs_diff(ws: Any) -> None:
         key=state.RUNS_DIFF_OUTCOME,
         format_func=show_labels.get,
     )
-    if any(
-        r.get("dataset", {}).get("hash") != records[0].get("dataset", {}).get("hash")
-        for r in records
-    ):
+    if any(r.dataset.hash != records[0].dataset.hash for r in records):
         st.warning(t("These runs used different versions of the golden set: compare with care."))
     rows = everything if outcome == "all" else [r for r in everything if r.outcome == outcome]
     labels = [f"{i + 1}" for i in range(len(records))]

@@ -72,32 +72,28 @@ with ui.guarded(t("Evaluate")):
     pick = st.selectbox(t("Run shown"), names, key=state.EVAL_RUN)
     record = resources.run_record(runs[names.index(pick)])
 
-    mode = record["modes"][0]
-    if len(record["modes"]) > 1:
-        mode = st.radio(t("Mode shown"), record["modes"], horizontal=True, key="eval_mode_shown")
-    summary = record["summary"][mode]
-    means = summary["means"]
+    mode = record.modes[0]
+    if len(record.modes) > 1:
+        mode = st.radio(t("Mode shown"), record.modes, horizontal=True, key="eval_mode_shown")
+    summary = record.mode_summary(mode)
+    means = summary.means
     st.caption(
         t(
             "run `{run}` · config `{hash}` · split {split} · {n} queries · p50 {p50} ms · "
             "p95 {p95} ms",
-            run=record["run_id"],
-            hash=record["config_hash"],
-            split=record["split"],
-            n=summary["queries"],
-            p50=f"{summary['latency']['p50']:.1f}",
-            p95=f"{summary['latency']['p95']:.1f}",
+            run=record.run_id,
+            hash=record.config_hash,
+            split=record.split,
+            n=summary.queries,
+            p50=f"{summary.latency['p50']:.1f}",
+            p95=f"{summary.latency['p95']:.1f}",
         )
-        + (
-            " · " + t(":red[{n} queries failed]", n=record["errors"])
-            if record.get("errors")
-            else ""
-        )
+        + (" · " + t(":red[{n} queries failed]", n=record.errors) if record.errors else "")
     )
     m = st.columns(3)
     m[0].metric(t("MRR"), f"{means.get('mrr', 0):.3f}")
     m[1].metric(t("MAP"), f"{means.get('map', 0):.3f}")
-    m[2].metric(t("Latency p95"), f"{summary['latency']['p95']:.1f} ms")
+    m[2].metric(t("Latency p95"), f"{summary.latency['p95']:.1f} ms")
     ui.metric_cards(means)
     st.caption(t("Recall bands: poor < 0.5 ≤ acceptable < 0.7 ≤ good < 0.85 ≤ excellent"))
 
@@ -105,18 +101,16 @@ with ui.guarded(t("Evaluate")):
 
     st.subheader(t("Slices"))
     charts = st.columns(3)
-    for col, (key, title) in zip(
+    for col, (by, title) in zip(
         charts,
         (
-            ("by_difficulty", t("By difficulty")),
-            ("by_category", t("By category")),
-            ("by_language", t("By language")),
+            ("difficulty", t("By difficulty")),
+            ("category", t("By category")),
+            ("language", t("By language")),
         ),
         strict=True,
     ):
         with col:
-            ui.bar_chart(summary[key], title=title)
-    if len(record["modes"]) > 1:
-        ui.bar_chart(
-            {md: record["summary"][md]["means"] for md in record["modes"]}, title=t("By mode")
-        )
+            ui.bar_chart(summary.breakdown(by), title=title)
+    if len(record.modes) > 1:
+        ui.bar_chart({md: record.means(md) for md in record.modes}, title=t("By mode"))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import streamlit as st
 
-from workbench.eval.evaluate import run_record_means
 from workbench.tune.experiments import ExperimentStore, trajectory
 from workbench.ui import components as ui
 from workbench.ui import resources, state
@@ -107,10 +106,7 @@ with ui.guarded(t("Overview")):
         )
     if runs and gs is not None:
         latest = resources.run_record(runs[0])
-        mode0 = (latest.get("modes") or ["hybrid"])[0]
-        misses = sum(
-            len(v) for v in latest.get("summary", {}).get(mode0, {}).get("failures", {}).values()
-        )
+        misses = latest.mode_summary(latest.modes[0]).misses
         if misses:
             todo += 1
             st.info(
@@ -136,14 +132,14 @@ with ui.guarded(t("Overview")):
         st.subheader(t("Latest run"))
         if runs:
             rec = resources.run_record(runs[0])
-            means = run_record_means(rec, (rec.get("modes") or ["hybrid"])[0])
+            means = rec.means()
             st.caption(
                 t(
                     "run `{run}` · config `{hash}` · {dataset} ({split})",
-                    run=rec["run_id"],
-                    hash=rec["config_hash"],
-                    dataset=rec["dataset"]["name"],
-                    split=rec["split"],
+                    run=rec.run_id,
+                    hash=rec.config_hash,
+                    dataset=rec.dataset.name,
+                    split=rec.split,
                 )
             )
             m = st.columns(4)

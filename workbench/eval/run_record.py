@@ -1,0 +1,601 @@
+"""The run record: what `wikirag eval` saves of one run (experiments/<kb>/runs/<id>.json),
+typed and versioned.
+
+Every reader (report, scorecard, failures, runs diff, the UI pages) gets a
+:class:`RunRecord`, never the raw JSON: a field that is missing or of the wrong type fails
+when the file is read, with one line naming the file and the field, instead of a report
+that silently shows zeros. The JSON keeps the shape `wikirag eval` has always written;
+``schema_version`` says which shape a file has, and :func:`migrate` brings older files to
+the current one (records written before the version existed are version 1).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine import __version__ as engine_version
+from engine.config import EngineConfig
+from engine.errors import EngineError
+from engine.pipeline import Ranked
+from workbench.eval.evaluate import EvalRun, QueryResult, list_runs
+from workbench.eval.golden import GoldenItem, GoldenSet
+
+SCHEMA_VERSION = 2
+
+
+class RunRecordError(EngineError):
+    """A run record file is unreadable, or a field is missing or of the wrong type."""
+
+
+def _v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
+    # Version 1 (records saved before 2026-12-01) has exactly the fields of version 2; the
+    # version number is all that is new. A later shape change adds a step here.
+    return {**data, "schema_version": 2}
+
+
+# Step n turns a version-n record into a version-(n + 1) record.
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2}
+
+
+def migrate(data: dict[str, Any], source: str = "run record") -> dict[str, Any]:
+    """``data`` brought to :data:`SCHEMA_VERSION` (a new dict; ``data`` is not changed)."""
+    version = data.get("schema_version", 1)
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise RunRecordError(f"{source}: schema_version {version!r} is not a positive integer")
+    if version > SCHEMA_VERSION:
+        raise RunRecordError(
+            f"{source}: schema_version {version} is newer than this wikirag reads "
+            f"({SCHEMA_VERSION}); upgrade wikirag to read it"
+        )
+    while version < SCHEMA_VERSION:
+        data = MIGRATIONS[version](data)
+        version += 1
+    return data
+
+
+class _Reader:
+    """Typed access to one JSON object of a record; errors name the file and the field."""
+
+    def __init__(self, data: Any, where: str, source: str) -> None:
+        if not isinstance(data, dict):
+            raise RunRecordError(
+                f"{source}: {where or 'the record'} is {type(data).__name__}, expected an "
+                "object; delete the file or re-run `wikirag eval`"
+            )
+        self.data, self.where, self.source = data, where, source
+
+    def _path(self, key: str) -> str:
+        return f"{self.where}.{key}" if self.where else key
+
+    def _get(self, key: str) -> Any:
+        if key not in self.data:
+            raise RunRecordError(
+                f"{self.source}: field `{self._path(key)}` is missing (written by another "
+                "wikirag version, or edited?); re-run `wikirag eval` to write a fresh record"
+            )
+        return self.data[key]
+
+    def _wrong(self, key: str, value: Any, expected: str) -> RunRecordError:
+        return RunRecordError(
+            f"{self.source}: field `{self._path(key)}` is {type(value).__name__} "
+            f"{_short(value)}, expected {expected}; re-run `wikirag eval`"
+        )
+
+    def text(self, key: str) -> str:
+        v = self._get(key)
+        if not isinstance(v, str):
+            raise self._wrong(key, v, "text")
+        return v
+
+    def opt_text(self, key: str) -> str | None:
+        v = self._get(key)
+        if v is not None and not isinstance(v, str):
+            raise self._wrong(key, v, "text or null")
+        return v
+
+    def integer(self, key: str) -> int:
+        v = self._get(key)
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise self._wrong(key, v, "an integer")
+        return v
+
+    def opt_integer(self, key: str) -> int | None:
+        v = self._get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
+            raise self._wrong(key, v, "an integer or null")
+        return v
+
+    def number(self, key: str) -> float:
+        v = self._get(key)
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            raise self._wrong(key, v, "a number")
+        return v
+
+    def opt_number(self, key: str) -> float | None:
+        v = self._get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int | float)):
+            raise self._wrong(key, v, "a number or null")
+        return v
+
+    def flag(self, key: str) -> bool:
+        v = self._get(key)
+        if not isinstance(v, bool):
+            raise self._wrong(key, v, "true or false")
+        return v
+
+    def texts(self, key: str) -> tuple[str, ...]:
+        v = self._get(key)
+        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+            raise self._wrong(key, v, "a list of texts")
+        return tuple(v)
+
+    def numbers(self, key: str) -> dict[str, float]:
+        v = self._get(key)
+        if not isinstance(v, dict) or not all(
+            isinstance(x, int | float) and not isinstance(x, bool) for x in v.values()
+        ):
+            raise self._wrong(key, v, "an object of numbers")
+        return dict(v)
+
+    def obj(self, key: str) -> _Reader:
+        return _Reader(self._get(key), self._path(key), self.source)
+
+    def objs(self, key: str) -> list[_Reader]:
+        v = self._get(key)
+        if not isinstance(v, list):
+            raise self._wrong(key, v, "a list")
+        return [_Reader(x, f"{self._path(key)}[{i}]", self.source) for i, x in enumerate(v)]
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+@dataclass(frozen=True)
+class RankedEntry:
+    """One chapter of a query's ranked list, with the rank each stage gave it."""
+
+    node_id: str
+    score: float
+    vector_rank: int | None
+    bm25_rank: int | None
+    fusion_rank: int | None
+    rerank_rank: int | None
+    rerank_score: float | None
+    injected_from: str | None
+
+    @classmethod
+    def read(cls, r: _Reader) -> RankedEntry:
+        return cls(
+            r.text("node_id"),
+            r.number("score"),
+            r.opt_integer("vector_rank"),
+            r.opt_integer("bm25_rank"),
+            r.opt_integer("fusion_rank"),
+            r.opt_integer("rerank_rank"),
+            r.opt_number("rerank_score"),
+            r.opt_text("injected_from"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "node_id": self.node_id,
+            "score": self.score,
+            "vector_rank": self.vector_rank,
+            "bm25_rank": self.bm25_rank,
+            "fusion_rank": self.fusion_rank,
+            "rerank_rank": self.rerank_rank,
+            "rerank_score": self.rerank_score,
+            "injected_from": self.injected_from,
+        }
+
+    def to_ranked(self) -> Ranked:
+        return Ranked(**self.to_dict())
+
+
+@dataclass(frozen=True)
+class Attribution:
+    """Where one relevant chapter missing from the top K was lost (evaluate.attribute)."""
+
+    node_id: str
+    cause: str  # a key of evaluate.CAUSES
+    final_rank: int | None
+    fusion_rank: int | None
+    vector_rank: int | None  # rank within the channel's candidate pool
+    bm25_rank: int | None
+    vector_rank_any: int | None  # rank in the channel's whole cached list
+    bm25_rank_any: int | None
+
+    @classmethod
+    def read(cls, r: _Reader) -> Attribution:
+        return cls(
+            r.text("node_id"),
+            r.text("cause"),
+            r.opt_integer("final_rank"),
+            r.opt_integer("fusion_rank"),
+            r.opt_integer("vector_rank"),
+            r.opt_integer("bm25_rank"),
+            r.opt_integer("vector_rank_any"),
+            r.opt_integer("bm25_rank_any"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "node_id": self.node_id,
+            "cause": self.cause,
+            "final_rank": self.final_rank,
+            "fusion_rank": self.fusion_rank,
+            "vector_rank": self.vector_rank,
+            "bm25_rank": self.bm25_rank,
+            "vector_rank_any": self.vector_rank_any,
+            "bm25_rank_any": self.bm25_rank_any,
+        }
+
+
+@dataclass(frozen=True)
+class QueryRecord:
+    """One golden query scored in one mode."""
+
+    id: str
+    query: str
+    relevant: tuple[str, ...]
+    difficulty: str
+    category: str
+    language: str
+    split: str
+    mode: str
+    metrics: Mapping[str, float]
+    latency_ms: float
+    cause: str | None  # the query-level cause of a miss at K=5, None when nothing missed
+    attribution: tuple[Attribution, ...]
+    error: str | None
+    ranked: tuple[RankedEntry, ...]
+
+    @classmethod
+    def read(cls, r: _Reader) -> QueryRecord:
+        return cls(
+            id=r.text("id"),
+            query=r.text("query"),
+            relevant=r.texts("relevant"),
+            difficulty=r.text("difficulty"),
+            category=r.text("category"),
+            language=r.text("language"),
+            split=r.text("split"),
+            mode=r.text("mode"),
+            metrics=r.numbers("metrics"),
+            latency_ms=r.number("latency_ms"),
+            cause=r.opt_text("cause"),
+            attribution=tuple(Attribution.read(a) for a in r.objs("attribution")),
+            error=r.opt_text("error"),
+            ranked=tuple(RankedEntry.read(x) for x in r.objs("ranked")),
+        )
+
+    @classmethod
+    def from_result(cls, res: QueryResult) -> QueryRecord:
+        it = res.item
+        return cls(
+            id=it.id,
+            query=it.query,
+            relevant=tuple(it.relevant),
+            difficulty=it.difficulty,
+            category=it.category,
+            language=it.language,
+            split=it.split,
+            mode=res.mode,
+            metrics=res.metrics,
+            latency_ms=round(res.latency_ms, 3),
+            cause=res.cause,
+            attribution=tuple(Attribution(**a) for a in res.attribution),
+            error=res.error,
+            ranked=tuple(RankedEntry(**vars(x)) for x in res.ranked),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "query": self.query,
+            "relevant": list(self.relevant),
+            "difficulty": self.difficulty,
+            "category": self.category,
+            "language": self.language,
+            "split": self.split,
+            "mode": self.mode,
+            "metrics": self.metrics,
+            "latency_ms": self.latency_ms,
+            "cause": self.cause,
+            "attribution": [a.to_dict() for a in self.attribution],
+            "error": self.error,
+            "ranked": [x.to_dict() for x in self.ranked],
+        }
+
+    @property
+    def first_relevant_rank(self) -> int | None:
+        """1-based rank of the first relevant chapter in the ranked list, None if absent."""
+        rel = set(self.relevant)
+        return next((i for i, r in enumerate(self.ranked, 1) if r.node_id in rel), None)
+
+    def top(self, k: int) -> list[str]:
+        return [r.node_id for r in self.ranked[:k]]
+
+    def to_item(self) -> GoldenItem:
+        """The golden item as far as the record knows it (labels as grade 1)."""
+        return GoldenItem(
+            id=self.id,
+            query=self.query,
+            relevant=self.relevant,
+            difficulty=self.difficulty,
+            category=self.category,
+            split=self.split,
+        )
+
+
+@dataclass(frozen=True)
+class ModeSummary:
+    """A mode's aggregates as computed when the run was saved."""
+
+    means: Mapping[str, float]
+    latency: Mapping[str, float]  # p50, p95 (ms)
+    by_difficulty: Mapping[str, Mapping[str, float]]
+    by_category: Mapping[str, Mapping[str, float]]
+    by_language: Mapping[str, Mapping[str, float]]
+    failures: Mapping[str, Sequence[str]]  # cause -> query ids
+    queries: int
+
+    @classmethod
+    def read(cls, r: _Reader) -> ModeSummary:
+        def groups(key: str) -> dict[str, dict[str, float]]:
+            g = r.obj(key)
+            return {name: g.numbers(name) for name in g.data}
+
+        f = r.obj("failures")
+        return cls(
+            means=r.numbers("means"),
+            latency=r.numbers("latency"),
+            by_difficulty=groups("by_difficulty"),
+            by_category=groups("by_category"),
+            by_language=groups("by_language"),
+            failures={cause: list(f.texts(cause)) for cause in f.data},
+            queries=r.integer("queries"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "means": self.means,
+            "latency": self.latency,
+            "by_difficulty": self.by_difficulty,
+            "by_category": self.by_category,
+            "by_language": self.by_language,
+            "failures": self.failures,
+            "queries": self.queries,
+        }
+
+    def breakdown(self, by: str) -> Mapping[str, Mapping[str, float]]:
+        """Mean measures per group; ``by`` is difficulty | category | language."""
+        return {
+            "difficulty": self.by_difficulty,
+            "category": self.by_category,
+            "language": self.by_language,
+        }[by]
+
+    @property
+    def misses(self) -> int:
+        return sum(len(ids) for ids in self.failures.values())
+
+
+@dataclass(frozen=True)
+class DatasetRef:
+    """The golden set a run scored: its name, file and content hash at the time."""
+
+    name: str
+    path: str
+    hash: str
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One saved evaluation run: config, golden set, per-query rankings and aggregates."""
+
+    run_id: str
+    created: str
+    engine_version: str
+    kb: str
+    index_fingerprint: str
+    config_hash: str
+    config_yaml: str
+    dataset: DatasetRef
+    split: str
+    modes: tuple[str, ...]
+    rerank: bool
+    seconds: float
+    cache_hits: int
+    cache_misses: int
+    errors: int
+    summary: Mapping[str, ModeSummary]
+    queries: tuple[QueryRecord, ...]
+    answers: Mapping[str, Any] | None = None  # `eval --answers`: answer metrics, per query
+    schema_version: int = SCHEMA_VERSION
+
+    @classmethod
+    def from_run(cls, run: EvalRun) -> RunRecord:
+        """The record of a run just evaluated."""
+        return cls(
+            run_id=run.run_id,
+            created=run.created,
+            engine_version=engine_version,
+            kb=run.kb_name,
+            index_fingerprint=run.index_fingerprint,
+            config_hash=run.config.hash,
+            config_yaml=run.config.to_yaml(),
+            dataset=DatasetRef(run.dataset_name, run.dataset_path, run.dataset_hash),
+            split=run.split,
+            modes=tuple(run.modes),
+            rerank=run.rerank,
+            seconds=round(run.seconds, 3),
+            cache_hits=run.cache_hits,
+            cache_misses=run.cache_misses,
+            errors=run.errors,
+            summary={m: ModeSummary(**s) for m, s in run.summary().items()},
+            queries=tuple(QueryRecord.from_result(r) for r in run.results),
+        )
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str = "run record") -> RunRecord:
+        """Parse (and migrate) a record's JSON object; ``source`` names it in errors."""
+        if not isinstance(data, dict):
+            raise RunRecordError(
+                f"{source} is not a run record (expected a JSON object); delete it or re-run "
+                "`wikirag eval`"
+            )
+        r = _Reader(migrate(data, source), "", source)
+        ds, cache, summ = r.obj("dataset"), r.obj("cache"), r.obj("summary")
+        modes = r.texts("modes")
+        answers = r.data.get("answers")
+        if answers is not None and not isinstance(answers, dict):
+            raise r._wrong("answers", answers, "an object")
+        return cls(
+            run_id=r.text("run_id"),
+            created=r.text("created"),
+            engine_version=r.text("engine_version"),
+            kb=r.text("kb"),
+            index_fingerprint=r.text("index_fingerprint"),
+            config_hash=r.text("config_hash"),
+            config_yaml=r.text("config_yaml"),
+            dataset=DatasetRef(ds.text("name"), ds.text("path"), ds.text("hash")),
+            split=r.text("split"),
+            modes=modes,
+            rerank=r.flag("rerank"),
+            seconds=r.number("seconds"),
+            cache_hits=cache.integer("hits"),
+            cache_misses=cache.integer("misses"),
+            errors=r.integer("errors"),
+            summary={m: ModeSummary.read(summ.obj(m)) for m in modes},
+            queries=tuple(QueryRecord.read(q) for q in r.objs("queries")),
+            answers=answers,
+            schema_version=r.integer("schema_version"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object `wikirag eval` writes (the shape every version since 1 has had)."""
+        out: dict[str, Any] = {
+            "schema_version": self.schema_version,
+            "run_id": self.run_id,
+            "created": self.created,
+            "engine_version": self.engine_version,
+            "kb": self.kb,
+            "index_fingerprint": self.index_fingerprint,
+            "config_hash": self.config_hash,
+            "config_yaml": self.config_yaml,
+            "dataset": {
+                "name": self.dataset.name,
+                "path": self.dataset.path,
+                "hash": self.dataset.hash,
+            },
+            "split": self.split,
+            "modes": list(self.modes),
+            "rerank": self.rerank,
+            "seconds": self.seconds,
+            "cache": {"hits": self.cache_hits, "misses": self.cache_misses},
+            "errors": self.errors,
+            "summary": {m: s.to_dict() for m, s in self.summary.items()},
+            "queries": [q.to_dict() for q in self.queries],
+        }
+        if self.answers is not None:
+            out["answers"] = self.answers
+        return out
+
+    def for_mode(self, mode: str) -> list[QueryRecord]:
+        return [q for q in self.queries if q.mode == mode]
+
+    def mode_summary(self, mode: str) -> ModeSummary:
+        """The aggregates of ``mode``; a one-line error when the run did not score it."""
+        if mode not in self.summary:
+            raise RunRecordError(f"run {self.run_id} has modes {', '.join(self.modes)}, not {mode}")
+        return self.summary[mode]
+
+    def means(self, mode: str | None = None) -> dict[str, float]:
+        """Mean measures of ``mode`` (default: the run's first mode)."""
+        return dict(self.mode_summary(mode or self.modes[0]).means)
+
+    def label(self) -> str:
+        """A short label: the run id and the config hash."""
+        return f"{self.run_id} · {self.config_hash[:6]}"
+
+    def config(self) -> EngineConfig:
+        return EngineConfig.from_yaml(self.config_yaml or "{}")
+
+    def golden(self) -> GoldenSet:
+        """The run's queries as a golden set (grade 1 labels), e.g. for TREC qrels."""
+        items = {q.id: q.to_item() for q in self.queries}
+        return GoldenSet(self.dataset.name, tuple(items.values()))
+
+    def to_run(self) -> EvalRun:
+        """The EvalRun this record was saved from (for the scorecard and statistics)."""
+        return EvalRun(
+            run_id=self.run_id,
+            created=self.created,
+            config=self.config(),
+            dataset_name=self.dataset.name,
+            dataset_path=self.dataset.path,
+            dataset_hash=self.dataset.hash,
+            split=self.split,
+            modes=self.modes,
+            rerank=self.rerank,
+            results=[
+                QueryResult(
+                    q.to_item(),
+                    q.mode,
+                    [x.to_ranked() for x in q.ranked],
+                    dict(q.metrics),
+                    q.latency_ms,
+                    [a.to_dict() for a in q.attribution],
+                    q.cause,
+                    q.error,
+                )
+                for q in self.queries
+            ],
+            kb_name=self.kb,
+            index_fingerprint=self.index_fingerprint,
+            seconds=self.seconds,
+            cache_hits=self.cache_hits,
+            cache_misses=self.cache_misses,
+        )
+
+
+def load_run_record(path: str | Path) -> RunRecord:
+    """A saved run record; a one-line RunRecordError naming the file (and field) when the
+    file is not one (edited, truncated, written by a newer wikirag)."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise RunRecordError(f"run record {p}: no such file; run `wikirag eval`") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise RunRecordError(
+            f"run record {p} is not valid JSON ({exc}); delete it or re-run eval"
+        ) from exc
+    return RunRecord.from_dict(data, f"run record {p}")
+
+
+def latest_run_record(runs_dir: str | Path) -> RunRecord | None:
+    runs = list_runs(runs_dir)
+    return load_run_record(runs[0]) if runs else None
+
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "Attribution",
+    "DatasetRef",
+    "ModeSummary",
+    "QueryRecord",
+    "RankedEntry",
+    "RunRecord",
+    "RunRecordError",
+    "latest_run_record",
+    "load_run_record",
+    "migrate",
+]
