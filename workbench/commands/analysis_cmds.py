@@ -105,9 +105,9 @@ def _failures(args: argparse.Namespace) -> int:
         return 0
     total = len(rec.for_mode(mode))
     lines = [f"run {rec.run_id} ({mode}): {len(rows)} of {total} queries miss at K=5"]
-    for r in rows:
+    for f in rows:
         lines.append(
-            f"{r.id:<10} recall@5 {r.recall5:.2f}  mrr {r.mrr:.3f}  {r.to_dict()['cause_text']:<36} {r.query}"
+            f"{f.id:<10} recall@5 {f.recall5:.2f}  mrr {f.mrr:.3f}  {f.to_dict()['cause_text']:<36} {f.query}"
         )
     sys.stdout.write("\n".join(lines) + "\n")
     return 0
