@@ -187,15 +187,6 @@ def test_json_round_trips(report):
     assert data["scorecard"]["grade"] == report.scorecard["grade"]
 
 
-def test_run_from_record_round_trip():
-    run = _run()
-    back = RunRecord.from_dict(json.loads(json.dumps(run.to_dict()))).to_run()
-    assert back.config == run.config
-    assert back.means("hybrid") == run.means("hybrid")
-    assert [r.ranked for r in back.results] == [r.ranked for r in run.results]
-    assert back.failures("hybrid") == run.failures("hybrid")
-
-
 def test_cli_without_runs_says_what_to_do(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "wiki").mkdir()
