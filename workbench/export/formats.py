@@ -45,6 +45,8 @@ class ExportSource:
 
 @dataclass(frozen=True)
 class ExportFormat:
+    """One entry of the registry: how the CLI names it, how the UI offers it, how to render."""
+
     name: str  # `wikirag report --format NAME`
     label: str  # the Reports page's download button (a UI catalog entry)
     suffix: str  # file name suffix of a download
