@@ -113,3 +113,20 @@ def test_html_escapes_every_value_the_way_reports_always_did(source) -> None:
     escaped = "&lt;img src=x onerror=alert(1)&gt; &#x27;q&#x27; &quot;d&quot; &amp; co"
     assert "<img" not in page
     assert page.count(escaped) == 5  # <title>, <h1>, the note, the config, the results cell
+
+
+def test_eval_and_report_write_the_same_trec_files(tmp_path: Path, monkeypatch) -> None:
+    """`eval --trec-*` renders the run it just scored; `report --format trec-*` the saved
+    record of that run: the files are the same."""
+    from workbench.cli import main
+    from workbench.eval.evaluate import save_run
+
+    run = _run()
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "wiki").mkdir()
+    save_run(run, tmp_path / "experiments" / "wiki" / "runs")
+    fresh = ExportSource(RunRecord.from_run(run), "hybrid")
+    for fmt in ("trec-run", "trec-qrels"):
+        out = tmp_path / fmt
+        assert main(["report", "--format", fmt, "--out", str(out)]) == 0
+        assert out.read_text(encoding="utf-8") == render(fmt, fresh)
