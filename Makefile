@@ -33,8 +33,10 @@ test: $(STAMP)  ## run the full test suite (slow and browser tests included)
 test-fast: $(STAMP)  ## the suite without slow and browser tests
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -m "not slow and not browser"
 
-lint: $(STAMP)  ## ruff lint + format check
+lint: $(STAMP)  ## ruff lint + format check, mypy (strict on engine/, normal on workbench/)
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+	$(BIN)/mypy --strict engine
+	$(BIN)/mypy workbench
 
 format: $(STAMP)  ## apply ruff formatting and fixes
 	$(BIN)/ruff format . && $(BIN)/ruff check --fix .

@@ -1,0 +1,100 @@
+"""Dependencies point one way: apps -> tune / answer / export -> eval -> engine.
+
+Read from the source (every import, including those inside functions), so a shortcut taken
+to get something working shows here rather than as an import cycle months later.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+# What each layer may import from this repository. The apps (cli, commands, serve, ui,
+# bench) sit on top and may import anything below them.
+ALLOWED: dict[str, set[str]] = {
+    "engine": {"engine"},
+    "workbench.workspace": {"engine", "workbench.workspace"},
+    "workbench.eval": {"engine", "workbench.workspace", "workbench.eval"},
+    "workbench.tune": {"engine", "workbench.workspace", "workbench.eval", "workbench.tune"},
+    "workbench.answer": {"engine", "workbench.workspace", "workbench.eval", "workbench.answer"},
+    "workbench.export": {
+        "engine",
+        "workbench.workspace",
+        "workbench.eval",
+        "workbench.tune",
+        "workbench.answer",
+        "workbench.export",
+    },
+}
+APPS = ("workbench.cli", "workbench.commands", "workbench.serve", "workbench.ui", "workbench.bench")
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.add(node.module)
+            # `from workbench.eval import golden` names a module too
+            out.update(f"{node.module}.{a.name}" for a in node.names)
+    return out
+
+
+def _layer(module: str) -> str | None:
+    for layer in sorted(ALLOWED, key=len, reverse=True):
+        if module == layer or module.startswith(layer + "."):
+            return layer
+    return None
+
+
+def _sources() -> list[Path]:
+    return sorted(p for pkg in ("engine", "workbench") for p in (REPO / pkg).rglob("*.py"))
+
+
+def _ours(name: str) -> bool:
+    """A module of this repository (the bare package names ``engine``/``workbench`` aside)."""
+    return (name.split(".")[0] in {"engine", "workbench"} and "." in name) or name == "engine"
+
+
+@pytest.mark.parametrize("path", _sources(), ids=lambda p: str(p.relative_to(REPO)))
+def test_module_imports_only_what_its_layer_allows(path: Path) -> None:
+    module = _module_name(path)
+    layer = _layer(module)
+    if layer is None:  # an app: may use everything below it
+        return
+    wrong = sorted(
+        name for name in _imports(path) if _ours(name) and _layer(name) not in ALLOWED[layer]
+    )
+    assert wrong == [], f"{module} ({layer}) imports {wrong}"
+
+
+def test_only_the_ui_imports_streamlit() -> None:
+    users = sorted(
+        _module_name(p)
+        for p in _sources()
+        if any(n == "streamlit" or n.startswith("streamlit.") for n in _imports(p))
+    )
+    assert all(u.startswith("workbench.ui") for u in users), users
+
+
+def test_every_package_says_what_it_owns() -> None:
+    for init in sorted((REPO / "engine").rglob("__init__.py")) + sorted(
+        (REPO / "workbench").rglob("__init__.py")
+    ):
+        doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")))
+        assert doc and len(doc) > 20, (
+            f"{init.relative_to(REPO)} has no docstring saying what it owns"
+        )
