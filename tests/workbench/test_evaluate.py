@@ -213,3 +213,21 @@ def test_uncached_latency_is_the_stage_timings_not_wall_time_plus_warm_up() -> N
     # far below the 300 ms sleeps (wall time + warm-up would be >= 600 ms); loose under load
     assert 10.0 <= r1.latency_ms < 250.0, r1.latency_ms
     assert abs(r1.latency_ms - r2.latency_ms) < 200.0
+
+
+def test_latest_run_is_the_last_saved_even_within_one_second(tmp_path: Path) -> None:
+    from workbench.eval.evaluate import list_runs
+
+    for name in (
+        "20261201-100000-abcdef",
+        "20261201-100000-abcdef-2",
+        "20261201-100000-abcdef-10",
+        "20261130-235959-abcdef",
+    ):
+        (tmp_path / f"{name}.json").write_text("{}", encoding="utf-8")
+    assert [p.stem for p in list_runs(tmp_path)] == [
+        "20261201-100000-abcdef-10",
+        "20261201-100000-abcdef-2",
+        "20261201-100000-abcdef",
+        "20261130-235959-abcdef",
+    ]

@@ -419,8 +419,18 @@ def save_run(run: EvalRun, runs_dir: str | Path) -> Path:
 
 
 def list_runs(runs_dir: str | Path) -> list[Path]:
+    """Saved run records, newest first (``X-2`` was saved after ``X`` in the same second)."""
     d = Path(runs_dir)
-    return sorted(d.glob("*.json"), reverse=True) if d.is_dir() else []
+    return sorted(d.glob("*.json"), key=_run_order, reverse=True) if d.is_dir() else []
+
+
+def _run_order(path: Path) -> tuple[str, int]:
+    # Ids are ``YYYYmmdd-HHMMSS-<hash6>`` plus ``-N`` for the N-th save in one second; plain
+    # string order would put ``X.json`` above ``X-2.json``.
+    parts = path.stem.split("-")
+    if len(parts) == 4 and parts[3].isdigit():
+        return "-".join(parts[:3]), int(parts[3])
+    return path.stem, 1
 
 
 __all__ = [
