@@ -17,7 +17,7 @@ from workbench.answer.answer_metrics import (
     phrase_present,
     score_answer,
 )
-from workbench.answer.chat import ChatAnswer
+from workbench.answer.chat_answer import ChatAnswer
 
 A, A_CHILD, B, B_DOC, C = "docs/a#x", "docs/a#x/child", "docs/b#y", "docs/b", "docs/c#z"
 

@@ -28,21 +28,16 @@ from tests.workbench.openai_server import (
     call_tool,
     task_of,
 )
-from workbench.answer.chat import (
-    ENOUGH_COVERAGE,
-    INSUFFICIENT_COVERAGE,
-    ChatAnswer,
-    answer,
-    check_citations,
-    draft_golden_item,
-    extractive_answer,
-    is_followup,
-    key_terms,
-    resolve_followup,
-    rule_rewrite,
-    rule_verdict,
-)
+from workbench.answer.chat import answer
+from workbench.answer.chat_answer import ChatAnswer
+from workbench.answer.citations import check_citations
+from workbench.answer.drafting import draft_golden_item
+from workbench.answer.evidence import ENOUGH_COVERAGE, INSUFFICIENT_COVERAGE, rule_verdict
+from workbench.answer.extractive import extractive_answer
+from workbench.answer.followup import is_followup, resolve_followup
 from workbench.answer.llm import LLMClient, LLMSettings
+from workbench.answer.rewrite import rule_rewrite
+from workbench.answer.terms import key_terms
 
 KEY = "sk-chat-SECRET-9876543210"
 CFG = EngineConfig()
@@ -283,9 +278,9 @@ def test_rule_rewrite_is_prepended_to_the_original_question():
 
 
 def _src(i: int, n: int = 1):
-    from workbench.answer.chat import _source_from_result
+    from workbench.answer.sources import source_from_result
 
-    return _source_from_result(n, result(i, 1.0))
+    return source_from_result(n, result(i, 1.0))
 
 
 def test_best_round_is_used_not_a_union():

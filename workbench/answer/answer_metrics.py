@@ -26,7 +26,7 @@ import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from workbench.answer.chat import ChatAnswer
+from workbench.answer.chat_answer import ChatAnswer
 from workbench.eval.golden import MAX_RELEVANT, MIN_RELEVANT
 from workbench.eval.percentiles import percentile
 

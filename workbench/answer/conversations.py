@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import EngineError
+from workbench.answer.chat_answer import ChatAnswer
 
 FILE = "chats.sqlite"
 TITLE_CHARS = 80
@@ -218,10 +219,8 @@ class ChatStore:
             con.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
 
 
-def answer_from_dict(data: dict[str, Any]) -> Any:
+def answer_from_dict(data: dict[str, Any]) -> ChatAnswer:
     """A stored turn back as a ChatAnswer (unknown keys from newer records are ignored)."""
-    from workbench.answer.chat import ChatAnswer
-
     names = {f.name for f in fields(ChatAnswer)}
     return ChatAnswer(**{k: v for k, v in data.items() if k in names})
 

@@ -9,21 +9,23 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from engine.cjk import cjk_count
 from engine.errors import ProviderError
 from engine.tree import Node
+from workbench.answer.chat_answer import ChatAnswer
 from workbench.eval.golden import next_id
 
-_CJK = re.compile(r"[\u3400-\u9fff]")
 _NUMBERISH = re.compile(r"[0-9][0-9.,]*\s*(?:ms|s|%|万|k|条|天|次|个|秒|分钟|小时|tokens?)?")
 _SENT_END = re.compile(r"(?<=[。！？!?；;])\s*|(?<=\.)\s+")
 
 
 def is_chinese(text: str) -> bool:
     letters = sum(ch.isalpha() for ch in text)
-    return bool(letters) and len(_CJK.findall(text)) / letters >= 0.3
+    return bool(letters) and cjk_count(text) / letters >= 0.3
 
 
 def key_sentence(node: Node) -> str:
@@ -123,3 +125,53 @@ def _llm_query(llm: Any, node: Node) -> str:
     if not query:
         raise ProviderError("the LLM returned an empty question")
     return query
+
+
+def draft_golden_item(
+    question: str,
+    answer: ChatAnswer,
+    *,
+    existing_ids: Iterable[str] = (),
+    today: dt.date | None = None,
+) -> dict[str, Any]:
+    """A draft golden-set entry pre-filled from the chapters the answer cited.
+
+    A refusal drafts an ``unanswerable: true`` item. Raises ValueError when the answer
+    neither cites nor retrieved anything to label.
+    """
+    day = (today or dt.date.today()).isoformat()
+    item: dict[str, Any] = {"id": next_id(existing_ids), "query": question.strip()}
+    if answer.refusal:
+        item["unanswerable"] = True
+        item["notes"] = f"drafted from chat on {day} (refused: check the KB really lacks it)"
+        return item
+    relevant: list[str] = []
+    for c in answer.citations:
+        if c["node_id"] not in relevant:
+            relevant.append(c["node_id"])
+    note = f"drafted from chat on {day}"
+    if not relevant:
+        if not answer.retrieved:
+            raise ValueError("the answer cites no chapter and retrieved none; nothing to label")
+        relevant = [answer.retrieved[0]["node_id"]]
+        note += " (no citations: top retrieved chapter pre-filled)"
+    relevant = relevant[:4]
+    by_id = {r["node_id"]: r for r in answer.retrieved}
+    cats = []
+    for nid in relevant:
+        r = by_id.get(nid, {})
+        cat = r.get("category") or ""
+        if not cat:
+            path = str(r.get("file_path") or nid)
+            cat = path.split("/", 1)[0] if "/" in path else ""
+        if cat:
+            cats.append(cat)
+    counts = Counter(cats)
+    category = max(cats, key=lambda c: (counts[c], -cats.index(c))) if cats else ""
+    item.update(
+        relevant=relevant,
+        difficulty="medium",
+        category=category,
+        notes=note,
+    )
+    return item

@@ -36,6 +36,7 @@ import numpy as np
 import yaml
 
 from engine.atomic import atomic_write_text
+from workbench.answer.terms import key_terms, term_in, term_overlap
 
 FEATURES = ("top_cosine", "matched_terms", "missing_terms", "absent_terms")
 CALIBRATION_FILE = "refusal.yaml"
@@ -84,14 +85,12 @@ def can_probe(retriever: Any) -> bool:
 
 def evidence_features(question: str, sources: Sequence[Any], retriever: Any) -> EvidenceFeatures:
     """The four signals for ``question`` given the chapters retrieved for it."""
-    from workbench.answer.chat import _term_in, key_terms, term_overlap
-
     terms = key_terms(question)
     cand = retriever.candidates(question, pool=1, mode="vector")
     top_cos = float(cand.vector[0][1]) if cand.vector else 0.0
     matched = max((term_overlap(terms, s.text) for s in sources[:JUDGE_TOP_N]), default=0)
     corpus = kb_text(retriever.kb)
-    absent = sum(1 for t in terms if not _term_in(t, corpus))
+    absent = sum(1 for t in terms if not term_in(t, corpus))
     return EvidenceFeatures(top_cos, matched, len(terms) - matched, absent)
 
 

@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from engine.search import Engine
-    from workbench.answer.chat import retrieve_sources
+    from workbench.answer.loop import retrieve_sources
     from workbench.answer.refusal import (
         CALIBRATION_FILE,
         MAX_FALSE_REFUSAL,

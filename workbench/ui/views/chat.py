@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from workbench.answer.chat import answer, draft_golden_item
+from workbench.answer.chat import answer
+from workbench.answer.drafting import draft_golden_item
 from workbench.answer.safe_markdown import safe_markdown
 from workbench.eval import golden
 from workbench.ui import components as ui
