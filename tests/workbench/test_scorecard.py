@@ -4,15 +4,11 @@ from engine.config import EngineConfig
 from engine.tree import Document, KnowledgeBase, Node
 from workbench.eval.evaluate import EvalRun, QueryResult
 from workbench.eval.golden import GoldenItem, GoldenSet
-from workbench.tune.scorecard import (
-    RECALL5_BANDS,
-    WEIGHTS,
-    build_scorecard,
-    chunking_evidence,
-    engineering_evidence,
-    grade_for,
-    piecewise,
-)
+from workbench.tune.corpus_dimensions import chunking_evidence
+from workbench.tune.dimension import WEIGHTS, piecewise
+from workbench.tune.engineering_dimension import engineering_evidence
+from workbench.tune.retrieval_dimensions import RECALL5_BANDS
+from workbench.tune.scorecard import build_scorecard, grade_for
 
 CATS = ["a", "a", "a", "b", "b"]
 DIFFS = ["easy", "medium", "medium", "medium", "hard"]
@@ -311,15 +307,17 @@ def test_a_reranker_the_log_shows_hurting_earns_its_points_off_and_is_not_sugges
         }
 
 
-def test_a_suggestion_whose_requirement_is_missing_is_disabled_with_the_reason(monkeypatch):
-    from workbench.tune.scorecard import requirement_missing
+def test_a_suggestion_whose_requirement_is_missing_is_disabled_with_the_reason():
+    from workbench.tune.suggestions import requirement_missing
 
-    for var in ("OPENAI_BASE_URL", "WIKIRAG_LLM_MODEL"):
-        monkeypatch.delenv(var, raising=False)
-    why = requirement_missing({"index.use_summaries": True}, EngineConfig(), _kb())
+    cfg, kb = EngineConfig(), _kb()
+    why = requirement_missing({"index.use_summaries": True}, cfg, kb, llm_configured=False)
     assert why is not None and "LLM" in why
-    assert requirement_missing({"fusion.k": 30}, EngineConfig(), _kb()) is None
-    why = requirement_missing({"rerank.provider": "sentence-transformers"}, EngineConfig(), _kb())
+    assert requirement_missing({"index.use_summaries": True}, cfg, kb, llm_configured=True) is None
+    assert requirement_missing({"fusion.k": 30}, cfg, kb, llm_configured=False) is None
+    why = requirement_missing(
+        {"rerank.provider": "sentence-transformers"}, cfg, kb, llm_configured=False
+    )
     assert why is not None and "rerank.model" in why
 
 

@@ -77,11 +77,13 @@ def _golden_for(ws: Workspace, record: RunRecord) -> GoldenSet | None:
 
 
 def _scorecard(ws: Workspace, record: RunRecord) -> Any:
+    from workbench.answer.llm import llm_settings
     from workbench.tune.scorecard import compute_scorecard
 
     ev_run = record.to_run()
     try:
-        return compute_scorecard(ws, ev_run.config, run=ev_run)
+        has_llm = llm_settings(ev_run.config.llm) is not None
+        return compute_scorecard(ws, ev_run.config, run=ev_run, llm_configured=has_llm)
     except (EngineError, OSError, ImportError) as exc:
         info(f"report without scorecard: {exc}")
         return None

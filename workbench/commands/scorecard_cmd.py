@@ -47,6 +47,7 @@ def load_run_by_id(ws: Workspace, run_id: str) -> RunRecord:
 
 
 def run(args: argparse.Namespace) -> int:
+    from workbench.answer.llm import llm_settings
     from workbench.tune.scorecard import compute_scorecard
 
     ws = workspace(args)
@@ -56,7 +57,11 @@ def run(args: argparse.Namespace) -> int:
         ev_run = load_run_by_id(ws, args.run).to_run()
         cfg = ev_run.config
     card = compute_scorecard(
-        ws, cfg, run=ev_run, progress=lambda i, n, what: info(f"[{i}/{n}] {what}")
+        ws,
+        cfg,
+        run=ev_run,
+        progress=lambda i, n, what: info(f"[{i}/{n}] {what}"),
+        llm_configured=llm_settings(cfg.llm) is not None,
     )
     if args.json:
         print_json(card.to_dict())

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from workbench.eval.attribution import CAUSES
 from workbench.export.report import CARDS, KS, TABLE_MEASURES, Report, pair_text
-from workbench.tune.scorecard import md_cell, scorecard_markdown
+from workbench.tune.scorecard_markdown import md_cell, scorecard_markdown
 
 
 def render_markdown(report: Report) -> str:

@@ -19,7 +19,7 @@ from engine.errors import ConfigError, EngineError
 from workbench.eval.evaluate import EvalRun, QueryResult
 from workbench.eval.golden import GoldenSet
 from workbench.eval.stats import PairedComparison, compare_paired
-from workbench.tune.scorecard import md_cell
+from workbench.tune.scorecard_markdown import md_cell
 
 TABLE_MEASURES = (
     "recall@5",

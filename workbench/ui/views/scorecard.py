@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from workbench.answer.llm import llm_settings
 from workbench.tune.experiments import run_experiment
 from workbench.ui import components as ui
 from workbench.ui import resources, state
@@ -33,7 +34,13 @@ with ui.guarded(t("Scorecard")):
     card = state.scorecard()
     if recompute or card is None or card.config_hash != cfg.hash:
         progress, bar = ui.progress_callback(t("Scoring"))
-        card = sc.compute_scorecard(ws, cfg, progress=progress, evaluator_for=evaluator_for)
+        card = sc.compute_scorecard(
+            ws,
+            cfg,
+            progress=progress,
+            evaluator_for=evaluator_for,
+            llm_configured=llm_settings(cfg.llm) is not None,
+        )
         bar.empty()
         state.set_scorecard(card)
 

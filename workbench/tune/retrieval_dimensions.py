@@ -1,0 +1,234 @@
+"""The dimensions read from retrieval runs: Recall@5, MRR, Hit@5, embedding quality (vector
+vs hybrid) and the reranker's effect (on vs off)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from engine.config import EngineConfig
+from workbench.eval.attribution import CAUSES
+from workbench.eval.evaluate import EvalRun
+from workbench.tune.dimension import (
+    NAMES,
+    WEIGHTS,
+    Dimension,
+    bands_text,
+    first_change,
+    piecewise,
+    valid_changes,
+)
+
+# Piecewise-linear bands (x, score), clamped at both ends. The bands follow he-rag-eval's
+# qualitative ranges: recall@5 0.5 is "usable" (50), 0.9 "excellent" (100).
+RECALL5_BANDS = ((0.0, 0.0), (0.5, 50.0), (0.9, 100.0))
+MRR_BANDS = ((0.0, 0.0), (0.4, 50.0), (0.8, 100.0))
+HIT5_BANDS = ((0.0, 0.0), (0.6, 50.0), (0.95, 100.0))
+EMBED_RATIO_BANDS = ((0.0, 0.0), (0.5, 40.0), (0.8, 80.0), (1.0, 100.0))
+RERANK_DELTA_BANDS = ((-0.1, 0.0), (0.0, 50.0), (0.1, 100.0))
+
+RERANK_OFF_SCORE = 50.0  # no reranker: the middle of the band, "neither helps nor hurts"
+
+
+def mode_run(run: EvalRun, mode: str, rerank: bool | None = None) -> EvalRun | None:
+    if mode in run.modes and (rerank is None or run.rerank == rerank) and run.for_mode(mode):
+        return run
+    return None
+
+
+def recall_fixes(run: EvalRun, mode: str, cfg: EngineConfig) -> list[tuple[dict[str, Any], str]]:
+    """Candidate changes for low recall, led by the commonest stage-attribution cause."""
+    causes = Counter({c: len(ids) for c, ids in run.failures(mode).items()})
+    top = causes.most_common(1)[0][0] if causes else None
+    m, vw, bw = cfg.fusion.multiplier, cfg.fusion.vector_weight, cfg.fusion.bm25_weight
+    widen = (
+        {"fusion.multiplier": min(100, m + 2)},
+        f"misses are mostly '{CAUSES.get(top or 'cut_at_k')}': a wider candidate pool "
+        f"(top_k x {m} -> x {min(100, m + 2)}) lets more relevant chapters reach fusion",
+    )
+    if top == "dropped_by_fusion":
+        vec = bm = 0
+        for r in run.for_mode(mode):
+            for a in r.attribution:
+                if a["cause"] == "dropped_by_fusion":
+                    vec += (a.get("vector_rank") or 10**9) <= 5
+                    bm += (a.get("bm25_rank") or 10**9) <= 5
+        if bm >= vec:
+            first = (
+                {"fusion.bm25_weight": round(bw * 2, 4)},
+                f"fusion drops chapters BM25 ranked in its top 5 ({bm} vs {vec} from vectors); "
+                "weight BM25 up",
+            )
+        else:
+            first = (
+                {"fusion.vector_weight": round(vw * 2, 4)},
+                f"fusion drops chapters the vectors ranked in their top 5 ({vec} vs {bm} from "
+                "BM25); weight vectors up",
+            )
+        return [first, widen]
+    if top == "demoted_by_rerank":
+        return [
+            ({"rerank.weight": 0.5}, "rerank pushes relevant chapters out of the top 5; blend it"),
+            widen,
+        ]
+    return [widen, ({"fusion.k": 20.0}, "a smaller RRF k lets each channel's top ranks dominate")]
+
+
+def metric_dimension(
+    key: str,
+    metric: str,
+    bands: Sequence[tuple[float, float]],
+    run: EvalRun,
+    mode: str,
+    fixes: list[tuple[dict[str, Any], str]],
+) -> Dimension:
+    value = run.means(mode).get(metric, 0.0)
+    score = round(piecewise(value, bands), 2)
+    n = len(run.for_mode(mode))
+    return Dimension(
+        key,
+        NAMES[key],
+        WEIGHTS[key],
+        score,
+        {metric: round(value, 4), "queries": n, "mode": mode, "split": run.split},
+        bands_text(metric, bands),
+        f"{metric} {value:.3f} on {n} queries ({mode}, split {run.split}) -> {score:.1f}",
+        first_change(run.config, fixes) if score < 100 else None,
+        alternatives=tuple(valid_changes(run.config, fixes)[1:]) if score < 100 else (),
+    )
+
+
+def embedding_dimension(run: EvalRun, extra: Mapping[str, EvalRun], cfg: EngineConfig) -> Dimension:
+    """vector-only recall@5 / hybrid recall@5, both without rerank."""
+    formula = (
+        "ratio = recall@5(vector only) / recall@5(hybrid), both without rerank; "
+        + bands_text("ratio", EMBED_RATIO_BANDS)
+        + "; ratio > 1 scores 100"
+    )
+    vec = mode_run(run, "vector", False) or extra.get("vector")
+    hyb = mode_run(run, "hybrid", False) or extra.get("hybrid")
+    if hyb is None and "no_rerank" in extra and "hybrid" in extra["no_rerank"].modes:
+        hyb = extra["no_rerank"]
+    fix = first_change(
+        cfg,
+        [
+            (
+                {"fusion.vector_weight": round(cfg.fusion.vector_weight / 2, 4)},
+                "the vector channel is weaker than the hybrid: give it less weight "
+                "(or index with a better local embedder, which needs a re-index)",
+            )
+        ],
+    )
+    if vec is None or hyb is None:
+        return Dimension(
+            "embedding",
+            NAMES["embedding"],
+            WEIGHTS["embedding"],
+            0.0,
+            {"measured": False},
+            formula,
+            "not measured: no vector-only and hybrid run without rerank -> 0",
+            None,
+            "run `wikirag scorecard` (it evaluates the vector-only mode from cached candidates)",
+        )
+    v = vec.means("vector").get("recall@5", 0.0)
+    h = hyb.means("hybrid").get("recall@5", 0.0)
+    ratio = v / h if h > 0 else 0.0
+    score = round(piecewise(ratio, EMBED_RATIO_BANDS), 2)
+    return Dimension(
+        "embedding",
+        NAMES["embedding"],
+        WEIGHTS["embedding"],
+        score,
+        {
+            "vector_recall@5": round(v, 4),
+            "hybrid_recall@5": round(h, 4),
+            "ratio": round(ratio, 4),
+            "embedder": cfg.embedding.provider,
+        },
+        formula,
+        f"vector {v:.3f} / hybrid {h:.3f} = {ratio:.3f} -> {score:.1f}",
+        fix if score < 100 else None,
+        "a stronger local embedder (embedding.provider=sentence-transformers with a local "
+        "model folder) raises this after a re-index"
+        if score < 100
+        else "",
+    )
+
+
+def rerank_dimension(run: EvalRun, mode: str, extra: Mapping[str, EvalRun]) -> Dimension:
+    cfg = run.config
+    formula = (
+        "d = mean of (delta recall@5, delta MRR), rerank on minus off on the same queries; "
+        + bands_text("d", RERANK_DELTA_BANDS)
+        + f"; rerank off (provider none) scores {RERANK_OFF_SCORE:g}"
+    )
+    if not run.rerank or cfg.rerank.provider == "none":
+        fix = first_change(
+            cfg,
+            [
+                (
+                    {"rerank.provider": "onnx-cross-encoder"},
+                    "no reranker: try the bundled ONNX cross-encoder (English-only; "
+                    "measure it on your queries)",
+                )
+            ],
+        )
+        return Dimension(
+            "rerank",
+            NAMES["rerank"],
+            WEIGHTS["rerank"],
+            RERANK_OFF_SCORE,
+            {"rerank": "off", "provider": cfg.rerank.provider},
+            formula,
+            f"rerank off: no measured effect -> {RERANK_OFF_SCORE:g} (weakness: no reranker)",
+            fix,
+        )
+    off = extra.get("no_rerank")
+    if off is None or mode not in off.modes:
+        return Dimension(
+            "rerank",
+            NAMES["rerank"],
+            WEIGHTS["rerank"],
+            RERANK_OFF_SCORE,
+            {"rerank": "on", "provider": cfg.rerank.provider, "measured": False},
+            formula,
+            f"rerank on but no run without it to compare -> {RERANK_OFF_SCORE:g}",
+            None,
+            "run `wikirag scorecard` (it evaluates rerank off from cached candidates)",
+        )
+    on_m, off_m = run.means(mode), off.means(mode)
+    dr = on_m.get("recall@5", 0.0) - off_m.get("recall@5", 0.0)
+    dm = on_m.get("mrr", 0.0) - off_m.get("mrr", 0.0)
+    d = (dr + dm) / 2
+    score = round(piecewise(d, RERANK_DELTA_BANDS), 2)
+    if d < 0:
+        cands = [
+            ({"rerank.weight": 0.5}, "rerank hurts on these queries: blend it with fusion"),
+            ({"rerank.provider": "none"}, "rerank hurts on these queries: measure without it"),
+        ]
+    else:
+        cands = [
+            (
+                {"rerank.max_candidates": min(1000, cfg.rerank.max_candidates + 15)},
+                "rerank helps: let it see more candidates",
+            )
+        ]
+    return Dimension(
+        "rerank",
+        NAMES["rerank"],
+        WEIGHTS["rerank"],
+        score,
+        {
+            "rerank": "on",
+            "provider": cfg.rerank.provider,
+            "delta_recall@5": round(dr, 4),
+            "delta_mrr": round(dm, 4),
+            "d": round(d, 4),
+        },
+        formula,
+        f"delta recall@5 {dr:+.3f}, delta MRR {dm:+.3f}, d {d:+.3f} -> {score:.1f}",
+        first_change(cfg, cands) if score < 100 else None,
+        alternatives=tuple(valid_changes(cfg, cands)[1:]) if score < 100 else (),
+    )
