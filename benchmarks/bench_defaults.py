@@ -148,7 +148,6 @@ def evaluate_set(
     from engine.config import EngineConfig
     from engine.search import Engine
     from workbench.eval import golden
-    from workbench.eval.engines import index_key
     from workbench.eval.evaluate import EvalCache
 
     base = EngineConfig()
@@ -167,8 +166,8 @@ def evaluate_set(
     caches: dict[str, EvalCache] = {}
     for label, overrides in candidates:
         cfg = base.with_overrides(overrides) if overrides else base
-        key = index_key(cfg)
-        loc = index if key == index_key(base) else Path(f"{index}@{key}")
+        key = cfg.index_key
+        loc = index if key == base.index_key else Path(f"{index}@{key}")
         if str(loc) not in engines:
             if loc != index:
                 ensure_index(kb_dir, loc, cfg)

@@ -234,6 +234,35 @@ class EngineConfig:
             data[section][key] = value
         return EngineConfig.from_dict(data)
 
+    def index_identity(self) -> dict[str, Any]:
+        """What the vectors and stored texts of an index depend on (``affects_index`` keys).
+
+        Two configs with the same identity can share one index; any other change is scored
+        on the index as it is (serving) or on a side index (experiments).
+        """
+        d = self.to_dict()
+        part: dict[str, Any] = {
+            "embedding": {k: d["embedding"][k] for k in INDEX_EMBEDDING_KEYS},
+            "index": d["index"],
+        }
+        # Only when stemming: unstemmed configs keep the keys (and side indexes) they had.
+        if self.lexical.stem:
+            part["lexical"] = {"stem": True}
+        return part
+
+    @property
+    def index_key(self) -> str:
+        """10-hex hash of ``index_identity``: names the side index ``<index>@<key>``."""
+        text = json.dumps(self.index_identity(), sort_keys=True)
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()[:10]
+
+    def retrieval_identity(self) -> dict[str, Any]:
+        """What a query's channel candidates depend on: the index, plus the keyword and
+        expansion settings applied at query time (fusion, rerank and the cut act later, so
+        evaluation re-scores cached candidates when only those change)."""
+        d = self.to_dict()
+        return {**self.index_identity(), "lexical": d["lexical"], "expansion": d["expansion"]}
+
     def diff(self, other: EngineConfig) -> dict[str, tuple[Any, Any]]:
         """Dotted keys whose values differ: key -> (self value, other value)."""
         a, b = self.to_dict(), other.to_dict()
@@ -243,6 +272,22 @@ class EngineConfig:
                 if a[sec][key] != b[sec][key]:
                     out[f"{sec}.{key}"] = (a[sec][key], b[sec][key])
         return out
+
+
+# The embedding keys that change the vectors: batch size, threads, timeouts and the key's
+# variable name change how vectors are fetched, not what they are.
+INDEX_EMBEDDING_KEYS = ("provider", "model", "dims", "base_url")
+
+
+def affects_index(dotted: str) -> bool:
+    """Whether changing this key changes what an index stores (so it needs a re-index):
+    the embedder (``INDEX_EMBEDDING_KEYS``), the embedded text (``index.*``) and stemming
+    (the stored keyword tokens). The tokenizer mode alone does not: an engine re-segments
+    the stored text."""
+    section, _, key = dotted.partition(".")
+    if section == "embedding":
+        return key in INDEX_EMBEDDING_KEYS
+    return section == "index" or dotted == "lexical.stem"
 
 
 def parse_override(item: str) -> tuple[str, Any]:

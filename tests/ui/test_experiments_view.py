@@ -10,7 +10,7 @@ from dataclasses import replace
 from tests.ui.conftest import REPO
 from tests.ui.test_pages import open_page, texts
 from tests.workbench.test_experiments import _result
-from workbench.tune.experiments import ExperimentStore
+from workbench.tune.experiment_store import ExperimentStore
 
 
 def test_run_while_another_process_holds_the_lock_shows_who(ui_copy) -> None:
@@ -19,7 +19,7 @@ def test_run_while_another_process_holds_the_lock_shows_who(ui_copy) -> None:
         [
             sys.executable,
             "-c",
-            "import sys, time; from workbench.tune.experiments import ExperimentStore\n"
+            "import sys, time; from workbench.tune.experiment_store import ExperimentStore\n"
             "with ExperimentStore(sys.argv[1]).lock('experiment try'):\n"
             "    print('held', flush=True); time.sleep(120)",
             str(store_dir),

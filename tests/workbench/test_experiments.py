@@ -6,13 +6,10 @@ import pytest
 from engine.config import EngineConfig
 from workbench.eval.evaluate import EvalRun, QueryResult
 from workbench.eval.golden import GoldenItem
-from workbench.tune.experiments import (
-    STRICT,
-    ExperimentResult,
-    ExperimentStore,
-    decide,
-    format_log_entry,
-)
+from workbench.tune.acceptance import decide
+from workbench.tune.experiment_log import ExperimentResult, format_log_entry
+from workbench.tune.experiment_store import ExperimentStore
+from workbench.tune.rule import STRICT
 
 
 def _run(values, lat=10.0, cats=None):
@@ -167,7 +164,7 @@ def test_append_crash_keeps_old_log(tmp_path, monkeypatch):
 
 
 def test_ranking_key_treats_scaled_rrf_weights_as_one_config():
-    from workbench.tune.experiments import _ranking_key
+    from workbench.tune.catalog_walk import _ranking_key
 
     base = EngineConfig().with_overrides(
         {"fusion.method": "rrf", "fusion.vector_weight": 1.0, "fusion.bm25_weight": 1.0}

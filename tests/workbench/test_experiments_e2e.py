@@ -11,7 +11,8 @@ from engine.tree import parse_kb
 from tests.engine.engine_kit import HASH_CFG, write_kb
 from tests.workbench.test_evaluate import GOLDEN
 from workbench.eval.engines import evaluator, index_location, open_engine
-from workbench.tune.experiments import ExperimentStore, run_experiment
+from workbench.tune.experiment_store import ExperimentStore
+from workbench.tune.experiments import run_experiment
 from workbench.workspace import resolve
 
 
@@ -95,14 +96,13 @@ def test_experiment_names_the_queries_it_improved_and_regressed(ws) -> None:
 
 
 def test_stemming_is_index_affecting_and_gets_a_side_index(ws) -> None:
-    from workbench.eval.engines import index_key
+    from engine.config import affects_index
     from workbench.eval.evaluate import retrieval_key
-    from workbench.tune.catalog import needs_reindex
 
     stem = HASH_CFG.with_overrides({"lexical.stem": True})
-    assert needs_reindex({"lexical.stem": True})
-    assert not needs_reindex({"lexical.k1": 1.2, "lexical.title_weight": 1.0})
-    assert index_key(stem) != index_key(HASH_CFG)
+    assert affects_index("lexical.stem")
+    assert not affects_index("lexical.k1") and not affects_index("lexical.title_weight")
+    assert stem.index_key != HASH_CFG.index_key
     assert retrieval_key(stem, "x") != retrieval_key(HASH_CFG, "x")
     # Scoring-only lexical keys keep the main index.
     assert index_location(ws, HASH_CFG.with_overrides({"lexical.k1": 1.2})) == str(ws.index)
@@ -115,7 +115,7 @@ def test_stemming_is_index_affecting_and_gets_a_side_index(ws) -> None:
 
 
 def test_log_rows_are_newest_first_and_the_trajectory_knows_the_golden_set(ws) -> None:
-    from workbench.tune.experiments import log_rows, trajectory
+    from workbench.tune.experiment_history import log_rows, trajectory
 
     ev = lambda c: evaluator(ws, c)  # noqa: E731
     run_experiment(ws, ev, {"search.mode": "vector"})

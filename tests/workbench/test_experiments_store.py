@@ -20,7 +20,8 @@ from engine.config import EngineConfig
 from tests.engine.engine_kit import write_kb
 from tests.workbench.test_evaluate import GOLDEN
 from tests.workbench.test_experiments import _result, _run
-from workbench.tune.experiments import ExperimentBusyError, ExperimentStore, run_experiment
+from workbench.tune.experiment_store import ExperimentBusyError, ExperimentStore
+from workbench.tune.experiments import run_experiment
 from workbench.workspace import resolve
 
 REPO = Path(__file__).resolve().parents[2]
@@ -154,7 +155,7 @@ def test_cli_try_is_refused_with_who_holds_the_lock(ws: Path, capsys) -> None:
         [
             sys.executable,
             "-c",
-            "import time; from workbench.tune.experiments import ExperimentStore\n"
+            "import time; from workbench.tune.experiment_store import ExperimentStore\n"
             "with ExperimentStore('experiments/kb').lock('optimize'):\n"
             "    print('held', flush=True); time.sleep(60)",
         ],
@@ -206,7 +207,7 @@ def test_two_threads_exclude_each_other_and_one_thread_reenters(tmp_path: Path) 
 def test_recovery_after_crash_between_version_file_and_baseline_adds_no_version(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import workbench.tune.experiments as ex
+    import workbench.tune.experiment_store as ex
 
     (tmp_path / "kb").mkdir()
     (tmp_path / "datasets").mkdir()

@@ -10,7 +10,7 @@ from tests.engine.engine_kit import HASH_CFG
 from tests.workbench import synthetic_kb
 from workbench.eval import golden
 from workbench.eval.engines import evaluator, forget_engines
-from workbench.tune.experiments import ExperimentStore
+from workbench.tune.experiment_store import ExperimentStore
 from workbench.tune.optimizer import (
     Study,
     TrialRow,
@@ -168,7 +168,7 @@ def test_nested_cv_estimate_chooses_on_the_other_folds() -> None:
 def test_optimize_refuses_while_another_writer_holds_the_lock(ws) -> None:
     import multiprocessing as mp
 
-    from workbench.tune.experiments import ExperimentBusyError
+    from workbench.tune.experiment_store import ExperimentBusyError
 
     store = ExperimentStore(ws.experiments)
     ready, release = mp.Event(), mp.Event()

@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
             atomic_write_text(Path(args.json), json.dumps(record, ensure_ascii=False, indent=1))
         sys.stdout.write(format_run(result, record.get("answers")))
     if args.gate:
-        from workbench.tune.experiments import gate
+        from workbench.tune.gate import gate
 
         ok, reason = gate(ws, result)
         (sys.stdout if ok else sys.stderr).write(f"gate: {'PASS' if ok else 'FAIL'}: {reason}\n")

@@ -165,7 +165,8 @@ def _rule(args: argparse.Namespace) -> int:
 
 
 def _log(args: argparse.Namespace) -> int:
-    from workbench.tune.experiments import ExperimentStore, trajectory
+    from workbench.tune.experiment_history import trajectory
+    from workbench.tune.experiment_store import ExperimentStore
 
     store = ExperimentStore(workspace(args).experiments)
     points = trajectory(store)
@@ -190,7 +191,7 @@ def _log(args: argparse.Namespace) -> int:
 
 
 def _restore(args: argparse.Namespace) -> int:
-    from workbench.tune.experiments import ExperimentStore
+    from workbench.tune.experiment_store import ExperimentStore
 
     cfg = ExperimentStore(workspace(args).experiments).restore(args.version, notify=info)
     info(f"baseline is now version {args.version} (config {cfg.hash})")
@@ -198,7 +199,7 @@ def _restore(args: argparse.Namespace) -> int:
 
 
 def _versions(args: argparse.Namespace) -> int:
-    from workbench.tune.experiments import ExperimentStore
+    from workbench.tune.experiment_store import ExperimentStore
 
     store = ExperimentStore(workspace(args).experiments)
     rows = []
@@ -303,7 +304,8 @@ def _optimize_search(args: argparse.Namespace) -> int:
 
 
 def _optimize_catalog(args: argparse.Namespace) -> int:
-    from workbench.tune.experiments import ExperimentStore, optimize
+    from workbench.tune.catalog_walk import optimize
+    from workbench.tune.experiment_store import ExperimentStore
 
     ws = workspace(args)
     tiers_text = "1,2" if args.tiers is None else args.tiers

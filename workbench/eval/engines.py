@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import sys
 import threading
 from collections.abc import Callable
@@ -28,20 +26,6 @@ def cache_dir(ws: Workspace) -> Path:
     return Path(idx) / "cache"
 
 
-def index_key(cfg: EngineConfig) -> str:
-    """What the vectors and stored texts of an index depend on: embedder, embedded text and
-    stemming (the stored keyword tokens)."""
-    d = cfg.to_dict()
-    emb = {k: d["embedding"][k] for k in ("provider", "model", "dims", "base_url")}
-    part: dict[str, Any] = {"embedding": emb, "index": d["index"]}
-    # Only when stemming: unstemmed configs keep the keys (and side indexes) they had. The
-    # tokenizer mode alone needs no side index: an engine re-segments the stored text.
-    if cfg.lexical.stem:
-        part["lexical"] = {"stem": True}
-    text = json.dumps(part, sort_keys=True)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:10]
-
-
 def index_location(ws: Workspace, cfg: EngineConfig) -> str:
     """The workspace's index, or a side index for a config that embeds differently.
 
@@ -49,9 +33,10 @@ def index_location(ws: Workspace, cfg: EngineConfig) -> str:
     ``index.*``) or the stored keyword tokens (``lexical.stem``) cannot be scored on the
     main index; it gets its own index beside it, ``<index>@<key>``, built on first use.
     """
-    if index_key(cfg) == index_key(ws.load_config()):
+    key = cfg.index_key
+    if key == ws.load_config().index_key:
         return str(ws.index)
-    return f"{ws.index}@{index_key(cfg)}"
+    return f"{ws.index}@{key}"
 
 
 def open_engine(

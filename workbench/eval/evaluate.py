@@ -48,9 +48,9 @@ def engine_code_fingerprint() -> str:
 
 @functools.lru_cache(maxsize=1024)
 def retrieval_key(cfg: EngineConfig, index_fingerprint: str) -> str:
-    """What the cached candidates depend on: embedder, lexical, expansion, index, code."""
-    d = cfg.to_dict()
-    part = {k: d[k] for k in ("embedding", "lexical", "expansion", "index")}
+    """What the cached candidates depend on: ``EngineConfig.retrieval_identity``, the index
+    build and the engine's code."""
+    part = cfg.retrieval_identity()
     part["fingerprint"] = index_fingerprint
     part["code"] = engine_code_fingerprint()
     text = json.dumps(part, sort_keys=True)

@@ -15,7 +15,8 @@ from typing import Any
 from engine.credentials import redact_urls
 from workbench.eval.attribution import CAUSES
 from workbench.eval.run_record import RunRecord
-from workbench.tune.experiments import ExperimentStore, trajectory
+from workbench.tune.experiment_history import trajectory
+from workbench.tune.experiment_store import ExperimentStore
 
 SECTIONS = (
     ("metrics", "Metrics"),

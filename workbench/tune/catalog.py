@@ -127,12 +127,3 @@ CATALOG: tuple[Strategy, ...] = (
 
 def strategies(tiers: set[int] | None = None) -> list[Strategy]:
     return [s for s in CATALOG if tiers is None or s.tier in tiers]
-
-
-# Keys outside embedding.* / index.* that change what an index stores.
-_INDEX_KEYS = frozenset({"lexical.stem"})
-
-
-def needs_reindex(overrides: dict[str, Any]) -> bool:
-    """Changes to what is embedded or tokenised cannot be re-scored from caches alone."""
-    return any(k.startswith(("embedding.", "index.")) or k in _INDEX_KEYS for k in overrides)

@@ -46,7 +46,7 @@ _VERSION = re.compile(r"v(\d+)")
 def parse_config_spec(spec: str, ws: Any) -> tuple[str, EngineConfig]:
     """(label, config) for a CLI CONFIG: a YAML path, ``baseline``, ``defaults``, ``vN``,
     or any of those followed by ``+key=value,key2=value``."""
-    from workbench.tune.experiments import ExperimentStore
+    from workbench.tune.experiment_store import ExperimentStore
 
     text = spec.strip()
     m = _OVERRIDES_START.search(text)  # a '+' inside a file name is not a separator

@@ -35,7 +35,9 @@ from engine.pipeline import MAX_CACHED_POOL, pool_size
 from workbench.eval import golden
 from workbench.eval.evaluate import Evaluator, parent_function
 from workbench.tune import rule as rules
-from workbench.tune.experiments import ExperimentResult, ExperimentStore, run_experiment
+from workbench.tune.experiment_log import ExperimentResult
+from workbench.tune.experiment_store import ExperimentStore
+from workbench.tune.experiments import run_experiment
 from workbench.tune.search_space import SEARCH_SPACE, ParamSpec, available, baseline_point, suggest
 from workbench.tune.trial_scoring import ChannelBank, TrialScorer, make_folds
 from workbench.workspace import Workspace

@@ -224,7 +224,7 @@ def compute_scorecard(
     if cache is not None and hasattr(cache, "save"):
         cache.save()
     step(5, "done")
-    from workbench.tune.experiments import ExperimentStore
+    from workbench.tune.experiment_store import ExperimentStore
 
     try:
         history = ExperimentStore(ws.experiments).load_records()

@@ -374,7 +374,7 @@ def _flag(cell: Any) -> bool:
 
 def config_specs(ws: Workspace) -> list[str]:
     """Config names `workbench.tune.compare.parse_config_spec` understands, baseline first."""
-    from workbench.tune.experiments import ExperimentStore
+    from workbench.tune.experiment_store import ExperimentStore
 
     versions = ExperimentStore(ws.experiments).accepted_versions()
     return ["baseline", "defaults", *[f"v{v['version']}" for v in reversed(versions)]]

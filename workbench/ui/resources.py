@@ -21,7 +21,7 @@ from engine.tree import KnowledgeBase, markdown_files, parse_kb
 from workbench.eval import golden
 from workbench.eval.evaluate import Evaluator, list_runs
 from workbench.eval.run_record import RunRecord, load_run_record
-from workbench.tune.experiments import ExperimentStore
+from workbench.tune.experiment_store import ExperimentStore
 from workbench.workspace import Workspace, resolve
 
 ENV = {

@@ -10,13 +10,10 @@ from engine.config import all_keys
 from workbench.tune import optimizer
 from workbench.tune import rule as rules
 from workbench.tune.catalog import CATALOG, TIER_NAMES
-from workbench.tune.experiments import (
-    ExperimentStore,
-    log_rows,
-    optimize,
-    run_experiment,
-    trajectory,
-)
+from workbench.tune.catalog_walk import optimize
+from workbench.tune.experiment_history import log_rows, trajectory
+from workbench.tune.experiment_store import ExperimentStore
+from workbench.tune.experiments import run_experiment
 from workbench.ui import components as ui
 from workbench.ui import resources, state
 from workbench.ui.i18n import t

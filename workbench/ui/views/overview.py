@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from workbench.tune.experiments import ExperimentStore, trajectory
+from workbench.tune.experiment_history import trajectory
+from workbench.tune.experiment_store import ExperimentStore
 from workbench.ui import components as ui
 from workbench.ui import resources, state
 from workbench.ui.i18n import t

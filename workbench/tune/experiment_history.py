@@ -1,0 +1,55 @@
+"""The experiment log read back: the score trajectory and the table of decisions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from workbench.tune.experiment_store import ExperimentStore
+
+
+def trajectory(store: ExperimentStore) -> list[dict[str, Any]]:
+    """Score after each experiment: the baseline's tune metrics as accepted changes land."""
+    points = []
+    for r in store.load_records():
+        if r.get("decision") not in ("accepted", "rolled back"):
+            continue
+        if not points:
+            points.append({"experiment": 0, "decision": "baseline", **r["baseline"]["tune"]})
+        cur = r["result"]["tune"] if r["decision"] == "accepted" else points[-1]
+        row = {k: v for k, v in cur.items() if k not in ("experiment", "decision", "title")}
+        points.append(
+            {
+                "experiment": r["number"],
+                "decision": r["decision"],
+                "title": r.get("title", ""),
+                "dataset_hash": r.get("dataset_hash", ""),
+                **row,
+            }
+        )
+    return points
+
+
+def log_rows(store: ExperimentStore) -> list[dict[str, Any]]:
+    """The log as table rows, newest first: what changed, the decision, tune/holdout deltas."""
+    rows = []
+    for r in reversed(store.load_records()):
+        base, res = r.get("baseline") or {}, r.get("result") or {}
+        primary = ((r.get("details") or {}).get("rule") or {}).get("primary", "mrr")
+
+        def delta(split: str, m: str, base: dict = base, res: dict = res) -> float | None:
+            a, b = (base.get(split) or {}).get(m), (res.get(split) or {}).get(m)
+            return None if a is None or b is None else round(float(b) - float(a), 4)
+
+        rows.append(
+            {
+                "number": int(r.get("number", 0)),
+                "date": str(r.get("date", "")),
+                "title": str(r.get("title", "")),
+                "decision": str(r.get("decision", "")),
+                "measure": primary,
+                "tune Δ": delta("tune", primary),
+                "holdout Δ": delta("holdout", primary),
+                "tier": str(r.get("tier", "")),
+            }
+        )
+    return rows
