@@ -80,7 +80,8 @@ def report_figures(report: Report) -> dict[str, list[Any]]:
         )
         figs["optimizations"].append(fig)
     if report.study:
-        from workbench.tune.optimizer import Study, study_figures
+        from workbench.tune.study import Study
+        from workbench.tune.study_figures import study_figures
 
         figs["optimizations"] += list(study_figures(Study.from_dict(report.study)).values())
     return {k: [style_figure(f) for f in v] for k, v in figs.items()}

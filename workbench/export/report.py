@@ -224,7 +224,7 @@ def _recommendations(card: Mapping[str, Any] | None) -> list[dict[str, Any]]:
 def _latest_study(ws: Any) -> dict[str, Any] | None:
     if ws is None:
         return None
-    from workbench.tune.optimizer import load_studies
+    from workbench.tune.study import load_studies
 
     studies = load_studies(ws.experiments)
     return studies[-1].to_dict() if studies else None

@@ -19,16 +19,13 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import json
-import math
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.atomic import atomic_write_text
 from engine.config import EngineConfig
 from engine.errors import EngineError
 from engine.pipeline import MAX_CACHED_POOL, pool_size
@@ -39,6 +36,7 @@ from workbench.tune.experiment_log import ExperimentResult
 from workbench.tune.experiment_store import ExperimentStore
 from workbench.tune.experiments import run_experiment
 from workbench.tune.search_space import SEARCH_SPACE, ParamSpec, available, baseline_point, suggest
+from workbench.tune.study import STUDIES, Study, TrialRow, fold_mean, pick_trial, save_study
 from workbench.tune.trial_scoring import ChannelBank, TrialScorer, make_folds
 from workbench.workspace import Workspace
 
@@ -48,92 +46,9 @@ from workbench.workspace import Workspace
 K_FOLDS = 5
 DEFAULT_TRIALS = 100
 DEFAULT_MEASURE = "mrr"  # run_study's default; optimize() takes the rule's primary measure
-STUDIES = "studies"
 TIER = "optimize (Optuna TPE, cross-validated)"
 
 ProgressFn = Callable[[int, int, str], None]
-
-
-@dataclass(frozen=True)
-class TrialRow:
-    """One trial: its values for the searched keys and its fold scores."""
-
-    number: int
-    params: dict[str, Any]
-    value: float | None  # mean of the fold scores; None when the trial failed
-    folds: list[float]
-    changes: int  # config keys that differ from the baseline
-    seconds: float
-    state: str = "COMPLETE"
-
-
-@dataclass
-class Study:
-    """A finished search: settings, every trial, the best and the picked trial."""
-
-    study_id: str
-    created: str
-    kb: str
-    dataset: str
-    dataset_hash: str
-    base_hash: str
-    measure: str
-    k_folds: int
-    seed: int
-    queries: int
-    fold_sizes: list[int]
-    space: list[dict[str, Any]]
-    distributions: dict[str, str]  # param -> optuna distribution JSON (to rebuild the study)
-    trials: list[TrialRow]
-    baseline_folds: list[float]
-    best: int | None
-    pick: int | None
-    budget: dict[str, Any]
-    seconds: float
-    stopped_by: str  # "trials" | "timeout"
-    experiment: int | None = None
-    notes: list[str] = field(default_factory=list)
-
-    def trial(self, number: int | None) -> TrialRow | None:
-        return next((t for t in self.trials if t.number == number), None)
-
-    @property
-    def baseline_score(self) -> float:
-        return _mean(self.baseline_folds)
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["baseline_score"] = self.baseline_score
-        return d
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Study:
-        d = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        d["trials"] = [TrialRow(**t) for t in data.get("trials", [])]
-        return cls(**d)
-
-    def summary(self) -> dict[str, Any]:
-        """What the experiment record carries (the full table stays in the sidecar)."""
-        best, pick = self.trial(self.best), self.trial(self.pick)
-        return {
-            "study": self.study_id,
-            "trials_file": f"{STUDIES}/{self.study_id}.json",
-            "trials": len(self.trials),
-            "measure": self.measure,
-            "k_folds": self.k_folds,
-            "seed": self.seed,
-            "stopped_by": self.stopped_by,
-            "seconds": round(self.seconds, 2),
-            "cv": {
-                "baseline": self.baseline_score,
-                "best": best.value if best else None,
-                "pick": pick.value if pick else None,
-                "selection": selection_estimate(self.trials, self.k_folds),
-            },
-            "best_trial": self.best,
-            "picked_trial": self.pick,
-            "picked_params": pick.params if pick else {},
-        }
 
 
 @dataclass
@@ -202,7 +117,7 @@ def run_study(
         trial.set_user_attr("folds", scores)
         trial.set_user_attr("changes", len(base.diff(cfg)))
         trial.set_user_attr("seconds", time.perf_counter() - t0)
-        return _mean(scores)
+        return fold_mean(scores)
 
     def report(st: Any, frozen: Any) -> None:
         if progress:
@@ -244,49 +159,6 @@ def run_study(
         seconds=time.perf_counter() - started,
         stopped_by="trials" if len(rows) >= trials else "timeout",
     )
-
-
-def pick_trial(rows: Sequence[TrialRow], k_folds: int) -> tuple[int | None, int | None]:
-    """(best trial, picked trial) by the one-standard-error rule (module docstring).
-
-    A trial is within one standard error of the best when the mean of its per-fold
-    shortfall d_f = best_f - trial_f is at most sd(d) / sqrt(k) (paired over folds: the
-    folds share queries, so their difficulty cancels out).
-    """
-    done = [r for r in rows if r.value is not None and len(r.folds) == k_folds]
-    if not done:
-        return None, None
-    best = max(done, key=lambda r: (r.value, -r.number))
-
-    def close(r: TrialRow) -> bool:
-        d = [b - x for b, x in zip(best.folds, r.folds, strict=True)]
-        mean = _mean(d)
-        sd = math.sqrt(sum((x - mean) ** 2 for x in d) / (len(d) - 1)) if len(d) > 1 else 0.0
-        return mean <= sd / math.sqrt(len(d)) + 1e-12
-
-    pick = min((r for r in done if close(r)), key=lambda r: (r.changes, -r.value, r.number))
-    return best.number, pick.number
-
-
-def selection_estimate(rows: Sequence[TrialRow], k_folds: int) -> float | None:
-    """What "take the best trial" scores on queries it was not chosen on (nested CV).
-
-    For each fold f the trial with the best mean over the other folds is chosen and scored
-    on f; the estimate is the mean of those scores. The best trial's own CV mean is biased
-    upwards by the search (the maximum of many noisy means, the winner's curse); this is
-    not, so the gap between the two is the part of the gain that is fitted noise.
-    """
-    done = [r for r in rows if r.value is not None and len(r.folds) == k_folds]
-    if not done or k_folds < 2:
-        return None
-    picked = []
-    for f in range(k_folds):
-
-        def train(r: TrialRow, f: int = f) -> tuple[float, int]:
-            return (_mean([x for g, x in enumerate(r.folds) if g != f]), -r.number)
-
-        picked.append(max(done, key=train).folds[f])
-    return _mean(picked)
 
 
 def optimize(
@@ -381,104 +253,6 @@ def _search_and_submit(
     return Outcome(study, result, sidecar)
 
 
-def save_study(folder: str | Path, study: Study) -> Path:
-    path = Path(folder) / STUDIES / f"{study.study_id}.json"
-    atomic_write_text(path, json.dumps(study.to_dict(), ensure_ascii=False, indent=1) + "\n")
-    return path
-
-
-def load_studies(folder: str | Path) -> list[Study]:
-    """The KB's studies, oldest first (unreadable files are skipped: they are ours)."""
-    out = []
-    for path in sorted((Path(folder) / STUDIES).glob("*.json")):
-        try:
-            out.append(Study.from_dict(json.loads(path.read_text(encoding="utf-8"))))
-        except (OSError, ValueError, TypeError, KeyError):
-            continue
-    return out
-
-
-def study_figures(study: Study) -> dict[str, Any]:
-    """Optuna's plotly figures for a stored study: optimization history, parameter importance.
-
-    The study is rebuilt from the trial table, so the figures come from any sidecar. The
-    importance (fANOVA, seeded) is computed over the keys of the largest group of trials that
-    share a search mode and vary some key: conditional keys exist only in some trials, and
-    Optuna rates only keys present in every trial it looks at.
-    """
-    import optuna
-    from optuna.distributions import json_to_distribution
-
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    st = optuna.create_study(direction="maximize")
-    for row in study.trials:
-        if row.value is None:
-            continue
-        st.add_trial(
-            optuna.trial.create_trial(
-                params=row.params,
-                distributions={k: json_to_distribution(study.distributions[k]) for k in row.params},
-                value=row.value,
-            )
-        )
-    figs: dict[str, Any] = {}
-    if not st.trials:
-        return figs
-    hist = optuna.visualization.plot_optimization_history(st, target_name=study.measure)
-    hist.update_layout(title=f"Optimization history ({study.k_folds}-fold CV {study.measure})")
-    figs["history"] = hist
-    params, group = _importance_params(study.trials)
-    # fANOVA over the group's trials only: a trial lacking one of the keys (another mode's
-    # conditional keys) makes Optuna refuse the whole rating.
-    gst = optuna.create_study(direction="maximize")
-    for row in group:
-        gst.add_trial(
-            optuna.trial.create_trial(
-                params=row.params,
-                distributions={k: json_to_distribution(study.distributions[k]) for k in row.params},
-                value=row.value,
-            )
-        )
-    if len(gst.trials) >= 2 and params:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            try:
-                imp = optuna.visualization.plot_param_importances(
-                    gst,
-                    evaluator=optuna.importance.FanovaImportanceEvaluator(seed=study.seed),
-                    params=params,
-                    target_name=study.measure,
-                )
-            except (ValueError, RuntimeError):  # e.g. every trial scored the same
-                imp = None
-        if imp is not None:
-            imp.update_layout(title="Parameter importance (fANOVA)")
-            figs["importance"] = imp
-    return figs
-
-
-def _importance_params(rows: Sequence[TrialRow]) -> tuple[list[str], list[TrialRow]]:
-    """The keys to rate and the trials to rate them on: the largest group of trials sharing
-    a search mode and a set of keys, with some key varied."""
-    groups: dict[str, list[TrialRow]] = {}
-    for r in rows:
-        if r.value is not None:
-            key = json.dumps([r.params.get("search.mode"), sorted(r.params)])
-            groups.setdefault(key, []).append(r)
-    scored = [r for r in rows if r.value is not None]
-    every = sorted(set.intersection(*(set(r.params) for r in scored))) if scored else []
-    # ... and, when no such group varies in score, every trial over the keys all share
-    # (the search mode at least): what the study learned is then which mode matters.
-    for group, keys in [
-        *((g, sorted(g[0].params)) for g in sorted(groups.values(), key=len, reverse=True)),
-        (scored, every),
-    ]:
-        varied = [k for k in keys if len({json.dumps(r.params[k]) for r in group}) > 1]
-        if varied and len({r.value for r in group}) > 1:
-            return varied, group
-    return [], []
-
-
 def _row(t: Any) -> TrialRow:
     return TrialRow(
         number=t.number,
@@ -503,10 +277,6 @@ def _deepest_pool(base: EngineConfig, specs: Sequence[ParamSpec]) -> int:
             f"the evaluation cache keeps {MAX_CACHED_POOL}: lower search.top_k"
         )
     return need
-
-
-def _mean(xs: Sequence[float]) -> float:
-    return sum(xs) / len(xs) if xs else 0.0
 
 
 def _short(v: Any) -> str:

@@ -14,6 +14,8 @@ from workbench.tune.catalog_walk import optimize
 from workbench.tune.experiment_history import log_rows, trajectory
 from workbench.tune.experiment_store import ExperimentStore
 from workbench.tune.experiments import run_experiment
+from workbench.tune.study import load_studies
+from workbench.tune.study_figures import study_figures
 from workbench.ui import components as ui
 from workbench.ui import resources, state
 from workbench.ui.i18n import t
@@ -182,7 +184,7 @@ with ui.guarded(t("Experiments")):
             state.set_experiment_result(outcome.experiment)
         for note in outcome.study.notes:
             st.info(note)
-    studies = optimizer.load_studies(ws.experiments)
+    studies = load_studies(ws.experiments)
     if studies:
         study = studies[-1]
         cv = study.summary()["cv"]
@@ -206,7 +208,7 @@ with ui.guarded(t("Experiments")):
                 else t("; nothing submitted")
             )
         )
-        figs = optimizer.study_figures(study)
+        figs = study_figures(study)
         cols = st.columns(len(figs) or 1)
         for col, fig in zip(cols, figs.values(), strict=False):
             col.plotly_chart(fig, width="stretch")
