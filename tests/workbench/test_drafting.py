@@ -48,3 +48,14 @@ def test_cli_draft_apply(tmp_path: Path, monkeypatch, capsys):
     text = (tmp_path / "datasets" / "kb.yaml").read_text(encoding="utf-8")
     assert "retrieval/rerank#重排/延迟" in text and "q001" in text
     assert main(["golden", "draft", "--kb", "kb", "nope"]) == 2
+
+
+def test_a_chat_draft_takes_the_golden_sets_next_id():
+    from workbench.answer.chat_answer import ChatAnswer
+    from workbench.answer.drafting import draft_golden_item
+    from workbench.eval.golden import next_id
+
+    taken = ["q001", "q007", "x12", "q002"]
+    ans = ChatAnswer("q?", "a [1]", [{"node_id": "a#b"}], False, "extractive", None, [], [], 1)
+    item = draft_golden_item("q?", ans, existing_ids=taken)
+    assert item["id"] == next_id(taken) == "q008"

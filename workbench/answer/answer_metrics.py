@@ -26,6 +26,7 @@ import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from engine.cjk import IDEOGRAPH_RANGES
 from workbench.answer.chat_answer import ChatAnswer
 from workbench.eval.golden import MAX_RELEVANT, MIN_RELEVANT
 from workbench.eval.percentiles import percentile
@@ -33,7 +34,8 @@ from workbench.eval.percentiles import percentile
 CHILD_CREDIT = 0.5
 PARENT_CREDIT = 0.3
 
-_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af]")
+# CJK ideographs plus kana and Hangul: phrases in these scripts match with whitespace ignored.
+_CJK = re.compile(f"[{IDEOGRAPH_RANGES}\u3040-\u30ff\uac00-\ud7af]")
 _WS = re.compile(r"\s+")
 
 ParentOf = Callable[[str], str | None]

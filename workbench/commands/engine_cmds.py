@@ -15,6 +15,7 @@ from workbench.commands.common import (
     print_json,
     workspace,
 )
+from workbench.progress import StderrBar
 
 # Parsed documents of the last `wikirag index`, in the index folder (a dot file: index
 # listings and stale-file clean-up skip it).
@@ -102,31 +103,6 @@ def parse_filters(items: list[str]) -> dict[str, list[str]]:
     return out
 
 
-class _Progress:
-    """tqdm bars on stderr, one per indexing stage."""
-
-    def __init__(self) -> None:
-        self.stage: str | None = None
-        self.bar: Any = None
-
-    def __call__(self, done: int, total: int, stage: str) -> None:
-        from tqdm import tqdm
-
-        if stage != self.stage:
-            self.close()
-            self.stage = stage
-            self.bar = tqdm(total=total, desc=stage, unit="item", file=sys.stderr, leave=False)
-        if self.bar is not None:
-            self.bar.total = total
-            self.bar.n = done
-            self.bar.refresh()
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-            self.bar = None
-
-
 def _index(args: argparse.Namespace) -> int:
     from engine.indexer import build_index
     from engine.parse_cache import ParseCache
@@ -140,7 +116,7 @@ def _index(args: argparse.Namespace) -> int:
     cache_file = Path(ws.index) / PARSE_CACHE if is_local(str(ws.index)) else None
     cache = ParseCache.load(cache_file) if cache_file is not None else ParseCache()
     kb = parse_kb(ws.kb, cache=cache)
-    progress = _Progress()
+    progress = StderrBar(unit="item")
     try:
         report = build_index(
             kb,

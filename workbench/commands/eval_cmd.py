@@ -18,6 +18,7 @@ from workbench.commands.common import (
 from workbench.eval import golden
 from workbench.eval.attribution import CAUSES
 from workbench.eval.evaluate import EvalRun, save_run
+from workbench.progress import StderrBar
 
 TABLE_MEASURES = ("recall", "precision", "hit", "ndcg", "hrecall", "hndcg", "mrr")
 TABLE_KS = (1, 3, 5, 10, 20)
@@ -70,7 +71,8 @@ def run(args: argparse.Namespace) -> int:
     gs = golden.load(ws.dataset)
     ev = evaluator(ws, cfg)
     gs = golden.checked(gs, ev.engine.kb, allow_invalid=args.allow_invalid, notify=info)
-    bar = _progress_bar(len(gs.answerable(args.split)) * len(args.modes))
+    total = len(gs.answerable(args.split)) * len(args.modes)
+    bar = StderrBar(unit="q", desc="evaluating", total=total)
     result = ev.run(
         gs,
         cfg,
@@ -116,19 +118,6 @@ def run(args: argparse.Namespace) -> int:
         (sys.stdout if ok else sys.stderr).write(f"gate: {'PASS' if ok else 'FAIL'}: {reason}\n")
         return 0 if ok else 1
     return 0
-
-
-def _progress_bar(total: int):
-    from tqdm import tqdm
-
-    bar = tqdm(total=total, desc="evaluating", unit="q", file=sys.stderr, leave=False)
-
-    def update(done: int, total_: int, qid: str) -> None:
-        bar.set_postfix_str(qid, refresh=False)
-        bar.update(done - bar.n)  # tqdm throttles redraws itself (mininterval)
-
-    update.close = bar.close  # type: ignore[attr-defined]
-    return update
 
 
 def refusal_line(rows: list[dict]) -> str:

@@ -243,22 +243,14 @@ def _optimize(args: argparse.Namespace) -> int:
 
 
 def _optimize_search(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
+    from workbench.progress import StderrBar
     from workbench.tune.optimizer import DEFAULT_TRIALS, K_FOLDS, optimize
 
     ws = workspace(args)
     trials = DEFAULT_TRIALS if args.trials is None else args.trials
     # delay: no bar is drawn before work starts, so a refusal (another experiment holds
     # the KB's lock) stays the one-line error the CLI promises
-    with tqdm(file=sys.stderr, leave=False, disable=args.json, delay=0.5) as bar:
-
-        def show(done: int, total: int, label: str) -> None:
-            if bar.total != total:
-                bar.reset(total=total)
-            bar.set_description(label, refresh=False)
-            bar.update(done - bar.n)
-
+    with StderrBar(unit="it", disable=args.json, delay=0.5) as show:
         out = optimize(
             ws,
             _evaluator_for(ws),

@@ -10,6 +10,7 @@ from typing import Any
 
 from engine.config import EngineConfig
 from workbench.eval.evaluate import EvalCache, Evaluator
+from workbench.progress import StderrBar
 from workbench.workspace import Workspace
 
 ProgressFn = Callable[[int, int, str], None]
@@ -90,16 +91,8 @@ def _ensure_side_index(
     if progress is not None:
         build_index(parse_kb(ws.kb), cfg, location, progress)
         return
-    from tqdm import tqdm
-
-    with tqdm(file=sys.stderr, unit="item", leave=False) as bar:
-
-        def show(done: int, total: int, stage: str) -> None:
-            bar.total = total
-            bar.set_description(stage, refresh=False)
-            bar.update(done - bar.n)
-
-        build_index(parse_kb(ws.kb), cfg, location, show)
+    with StderrBar(unit="item") as bar:
+        build_index(parse_kb(ws.kb), cfg, location, bar)
 
 
 def forget_engines() -> None:

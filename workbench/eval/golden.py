@@ -20,6 +20,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from engine.atomic import atomic_write_text
+from engine.cjk import cjk_count
 from engine.errors import ConfigError, EngineError, yaml_error_summary
 from engine.yaml_safe import refuse_aliases, short
 from workbench.eval.golden_drift import suggest_ids
@@ -43,7 +44,6 @@ _KNOWN_KEYS = {
     "unanswerable",
     "grades",
 }
-_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 
 
 class GoldenSetError(EngineError):
@@ -66,7 +66,7 @@ class GoldenItem:
     @property
     def language(self) -> str:
         """'zh' when the query is mostly CJK, else 'en' (used for per-language breakdowns)."""
-        cjk = len(_CJK.findall(self.query))
+        cjk = cjk_count(self.query)
         letters = sum(ch.isalpha() for ch in self.query)
         return "zh" if letters and cjk / letters >= 0.3 else "en"
 

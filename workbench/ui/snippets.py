@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from engine.cjk import has_cjk
 from engine.lexical import tokenize
 
 # Characters Markdown (and Streamlit's :color[...] directives) give meaning to.
@@ -51,7 +52,7 @@ class Snippet:
 
 def query_terms(query: str) -> list[str]:
     """The query's words as the keyword channel sees them (jieba), longest first."""
-    terms = {t.strip().lower() for t in tokenize(query) if len(t.strip()) > 1 or _cjk(t)}
+    terms = {t.strip().lower() for t in tokenize(query) if len(t.strip()) > 1 or has_cjk(t)}
     return sorted((t for t in terms if t and not _punct(t)), key=len, reverse=True)
 
 
@@ -79,10 +80,6 @@ def snippet(markdown: str, query: str, width: int = 220) -> Snippet:
     if pos < len(window):
         parts.append((window[pos:], False))
     return Snippet(tuple(parts), start > 0, end < len(text))
-
-
-def _cjk(t: str) -> bool:
-    return any("\u4e00" <= ch <= "\u9fff" for ch in t)
 
 
 def _punct(t: str) -> bool:
