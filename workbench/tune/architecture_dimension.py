@@ -8,7 +8,7 @@ from typing import Any
 
 from engine.config import EngineConfig
 from workbench.eval.evaluate import EvalRun
-from workbench.tune.dimension import NAMES, WEIGHTS, Dimension, first_change, valid_changes
+from workbench.tune.dimension import NAMES, WEIGHTS, Change, Dimension, first_change, valid_changes
 from workbench.tune.retrieval_dimensions import RERANK_OFF_SCORE
 from workbench.tune.suggestions import ABLATION_MEASURE, enabled, log_delta
 
@@ -47,6 +47,20 @@ def _ablation_effect(
     a = run.means(mode).get(ABLATION_MEASURE, 0.0)
     return a - other.means(other_mode).get(ABLATION_MEASURE, 0.0)
 
+
+# The change that follows when a capability is measured to hurt (on) or help (off).
+_SWITCH_OFF: dict[str, Change] = {
+    "hybrid": ({"search.mode": "keyword"}, "hybrid loses to its best channel"),
+    "expansion": ({"expansion.enabled": False}, "query expansion costs MRR here"),
+    "rerank": ({"rerank.provider": "none"}, "the reranker costs MRR here"),
+    "injection": ({"injection.enabled": False}, "injection costs MRR here"),
+    "summaries": ({"index.use_summaries": False}, "summaries cost MRR here"),
+}
+_SWITCH_ON: dict[str, Change] = {
+    "hybrid": ({"search.mode": "hybrid"}, "hybrid beats the current mode"),
+    "expansion": ({"expansion.enabled": True}, "query expansion measured to help"),
+    "injection": ({"injection.enabled": True}, "injection measured to help"),
+}
 
 LOG_KEYS = {
     "rerank": "rerank.provider",
@@ -157,27 +171,14 @@ def architecture_dimension(
         f"its points when on and not hurting, or off and not helping ({ABLATION_MEASURE} "
         f"tolerance {ABLATION_TOLERANCE})"
     )
-    cands: list[tuple[dict[str, Any], str]] = []
+    cands: list[Change] = []
     for cap, d in effect.items():
         if d is None:
             continue
         if on[cap] and d < -ABLATION_TOLERANCE:
-            off = {
-                "hybrid": ({"search.mode": "keyword"}, "hybrid loses to its best channel"),
-                "expansion": ({"expansion.enabled": False}, "query expansion costs MRR here"),
-                "rerank": ({"rerank.provider": "none"}, "the reranker costs MRR here"),
-                "injection": ({"injection.enabled": False}, "injection costs MRR here"),
-                "summaries": ({"index.use_summaries": False}, "summaries cost MRR here"),
-            }[cap]
-            cands.append(off)
-        elif not on[cap] and d > ABLATION_TOLERANCE:
-            turn_on = {
-                "hybrid": ({"search.mode": "hybrid"}, "hybrid beats the current mode"),
-                "expansion": ({"expansion.enabled": True}, "query expansion measured to help"),
-                "injection": ({"injection.enabled": True}, "injection measured to help"),
-            }.get(cap)
-            if turn_on:
-                cands.append(turn_on)
+            cands.append(_SWITCH_OFF[cap])
+        elif not on[cap] and d > ABLATION_TOLERANCE and cap in _SWITCH_ON:
+            cands.append(_SWITCH_ON[cap])
     unmeasured = [c for c in on if effect.get(c) is None and c != "filters"]
     return Dimension(
         "architecture",

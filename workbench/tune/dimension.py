@@ -11,6 +11,9 @@ from typing import Any
 from engine.config import EngineConfig
 from engine.errors import EngineError
 
+# A candidate change: config overrides and why they would raise the dimension.
+Change = tuple[dict[str, Any], str]
+
 WEIGHTS: dict[str, int] = {
     "recall5": 25,
     "mrr": 15,
@@ -85,9 +88,7 @@ class Dimension:
         }
 
 
-def valid_changes(
-    cfg: EngineConfig, candidates: Sequence[tuple[dict[str, Any], str]]
-) -> list[dict[str, Any]]:
+def valid_changes(cfg: EngineConfig, candidates: Sequence[Change]) -> list[dict[str, Any]]:
     """The candidate changes that are valid and actually change ``cfg``, in order."""
     out = []
     for overrides, why in candidates:
@@ -100,9 +101,7 @@ def valid_changes(
     return out
 
 
-def first_change(
-    cfg: EngineConfig, candidates: Sequence[tuple[dict[str, Any], str]]
-) -> dict[str, Any] | None:
+def first_change(cfg: EngineConfig, candidates: Sequence[Change]) -> dict[str, Any] | None:
     """The first candidate change that is valid and actually changes ``cfg``."""
     found = valid_changes(cfg, candidates)
     return found[0] if found else None

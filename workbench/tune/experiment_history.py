@@ -9,7 +9,7 @@ from workbench.tune.experiment_store import ExperimentStore
 
 def trajectory(store: ExperimentStore) -> list[dict[str, Any]]:
     """Score after each experiment: the baseline's tune metrics as accepted changes land."""
-    points = []
+    points: list[dict[str, Any]] = []
     for r in store.load_records():
         if r.get("decision") not in ("accepted", "rolled back"):
             continue

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from engine.config import EngineConfig
 from workbench.eval.attribution import CAUSES
@@ -13,6 +12,7 @@ from workbench.eval.evaluate import EvalRun
 from workbench.tune.dimension import (
     NAMES,
     WEIGHTS,
+    Change,
     Dimension,
     bands_text,
     first_change,
@@ -37,7 +37,7 @@ def mode_run(run: EvalRun, mode: str, rerank: bool | None = None) -> EvalRun | N
     return None
 
 
-def recall_fixes(run: EvalRun, mode: str, cfg: EngineConfig) -> list[tuple[dict[str, Any], str]]:
+def recall_fixes(run: EvalRun, mode: str, cfg: EngineConfig) -> list[Change]:
     """Candidate changes for low recall, led by the commonest stage-attribution cause."""
     causes = Counter({c: len(ids) for c, ids in run.failures(mode).items()})
     top = causes.most_common(1)[0][0] if causes else None
@@ -81,7 +81,7 @@ def metric_dimension(
     bands: Sequence[tuple[float, float]],
     run: EvalRun,
     mode: str,
-    fixes: list[tuple[dict[str, Any], str]],
+    fixes: list[Change],
 ) -> Dimension:
     value = run.means(mode).get(metric, 0.0)
     score = round(piecewise(value, bands), 2)
@@ -203,6 +203,7 @@ def rerank_dimension(run: EvalRun, mode: str, extra: Mapping[str, EvalRun]) -> D
     dm = on_m.get("mrr", 0.0) - off_m.get("mrr", 0.0)
     d = (dr + dm) / 2
     score = round(piecewise(d, RERANK_DELTA_BANDS), 2)
+    cands: list[Change]
     if d < 0:
         cands = [
             ({"rerank.weight": 0.5}, "rerank hurts on these queries: blend it with fusion"),

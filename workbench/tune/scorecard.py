@@ -18,7 +18,7 @@ from workbench.eval import golden
 from workbench.eval.evaluate import EvalRun
 from workbench.tune.architecture_dimension import architecture_dimension
 from workbench.tune.corpus_dimensions import chunking_dimension, coverage_dimension
-from workbench.tune.dimension import Dimension
+from workbench.tune.dimension import Change, Dimension
 from workbench.tune.engineering_dimension import engineering_dimension
 from workbench.tune.retrieval_dimensions import (
     HIT5_BANDS,
@@ -101,7 +101,7 @@ def build_scorecard(
     cfg = run.config
     mode = run.modes[0]
     recall_changes = recall_fixes(run, mode, cfg)
-    mrr_fixes = [
+    mrr_fixes: list[Change] = [
         (
             {"rerank.provider": "onnx-cross-encoder"},
             "MRR is about the first relevant rank; a cross-encoder reorders the top",

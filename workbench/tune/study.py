@@ -115,7 +115,9 @@ def pick_trial(rows: Sequence[TrialRow], k_folds: int) -> tuple[int | None, int 
         sd = math.sqrt(sum((x - mean) ** 2 for x in d) / (len(d) - 1)) if len(d) > 1 else 0.0
         return mean <= sd / math.sqrt(len(d)) + 1e-12
 
-    pick = min((r for r in done if close(r)), key=lambda r: (r.changes, -r.value, r.number))
+    pick = min(
+        (r for r in done if close(r)), key=lambda r: (r.changes, -(r.value or 0.0), r.number)
+    )
     return best.number, pick.number
 
 
