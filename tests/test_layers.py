@@ -15,20 +15,17 @@ REPO = Path(__file__).resolve().parents[1]
 
 # What each layer may import from this repository. The apps (cli, commands, serve, ui,
 # bench) sit on top and may import anything below them.
+# The base: where a workspace's files are, and progress bars on stderr.
+BASE = {"engine", "workbench.workspace", "workbench.progress"}
 ALLOWED: dict[str, set[str]] = {
     "engine": {"engine"},
     "workbench.workspace": {"engine", "workbench.workspace"},
-    "workbench.eval": {"engine", "workbench.workspace", "workbench.eval"},
-    "workbench.tune": {"engine", "workbench.workspace", "workbench.eval", "workbench.tune"},
-    "workbench.answer": {"engine", "workbench.workspace", "workbench.eval", "workbench.answer"},
-    "workbench.export": {
-        "engine",
-        "workbench.workspace",
-        "workbench.eval",
-        "workbench.tune",
-        "workbench.answer",
-        "workbench.export",
-    },
+    "workbench.progress": {"workbench.progress"},
+    "workbench.eval": BASE | {"workbench.eval"},
+    "workbench.tune": BASE | {"workbench.eval", "workbench.tune"},
+    "workbench.answer": BASE | {"workbench.eval", "workbench.answer"},
+    "workbench.export": BASE
+    | {"workbench.eval", "workbench.tune", "workbench.answer", "workbench.export"},
 }
 APPS = ("workbench.cli", "workbench.commands", "workbench.serve", "workbench.ui", "workbench.bench")
 
