@@ -146,6 +146,10 @@ class SearchConfig:
 class IndexConfig:
     use_summaries: bool = False  # prepend cached LLM chapter summaries to the embedded text
     content_chars: int = _num(1500, 50, 100000)  # chars of chapter content in the embedded text
+    # Build on Ray (engine/ray_build.py): "" = in this process; "local" = a Ray instance on
+    # this machine; "auto" or "ray://host:10001" = a running cluster. Where an index is
+    # built does not change it, so this key is left out of the config hash.
+    ray_address: str = field(default="", metadata={"hashed": False})
 
 
 @dataclass(frozen=True)
@@ -178,8 +182,17 @@ class EngineConfig:
 
     @property
     def hash(self) -> str:
-        """Stable 12-hex hash of the canonical JSON of the whole tree."""
-        canon = json.dumps(self.to_dict(), sort_keys=True, ensure_ascii=False)
+        """Stable 12-hex hash of the canonical JSON of the whole tree.
+
+        Keys marked ``hashed: False`` (where the work runs, not what it computes) are left
+        out, so adding one keeps every recorded hash valid.
+        """
+        data = self.to_dict()
+        for sec in fields(self):
+            for f in fields(getattr(self, sec.name)):
+                if f.metadata.get("hashed") is False:
+                    data[sec.name].pop(f.name, None)
+        canon = json.dumps(data, sort_keys=True, ensure_ascii=False)
         return hashlib.sha256(canon.encode("utf-8")).hexdigest()[:12]
 
     @classmethod

@@ -26,7 +26,7 @@ import os
 import secrets
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -319,19 +319,7 @@ def _build(
     sig = embedder.signature
     store = Store(index_uri, storage_options)
     report = IndexReport()
-    old = read_manifest(loc)
-    tables = set(store.table_names())
-    if old is not None and old.table not in tables:
-        report.warnings.append(
-            f"the manifest names table {old.table}, which is missing; rebuilding from scratch"
-        )
-        old = None
-    if old is not None and old.embedder_signature != sig:
-        was = old.embedder_signature
-        report.warnings.append(
-            f"embedder changed ({was.provider}/{was.model}/{was.dims} -> "
-            f"{sig.provider}/{sig.model}/{sig.dims}): full rebuild, every chapter re-embedded"
-        )
+    old = previous_manifest(loc, store, sig, report)
     full = force or old is None or old.embedder_signature != sig
     report.full_rebuild = full
 
@@ -355,7 +343,7 @@ def _build(
         added = [n for n in nodes if n not in prev]
         report.added, report.removed = len(added), len([n for n in prev if n not in nodes])
         report.updated, report.unchanged = len(nodes) - len(added), 0
-        table_name = f"{TABLE_PREFIX}{datetime.now(UTC):%Y%m%dT%H%M%S%f}_{secrets.token_hex(2)}"
+        table_name = new_table_name()
         tbl = store.create_table(table_name, sig.dims)
         hashes, lexical = _write_full(tbl, kb, cfg, embedder, summaries, progress, workers)
         report.embedded = len(hashes)
@@ -393,6 +381,80 @@ def _build(
         lexical = _patched_lexical(
             loc, store, table_name, old, stale, old_titles, batch, cfg.lexical.tokenizer_spec
         )
+    version = commit_build(
+        loc,
+        tbl,
+        table_name,
+        cfg,
+        embedder,
+        hashes,
+        lexical,
+        summaries,
+        file_hashes(kb),
+        old,
+        full=full,
+        force=force,
+        ann_min_rows=ann_min_rows,
+        progress=progress,
+    )
+    report.table, report.version, report.rows = table_name, version, len(lexical.ids)
+    return report
+
+
+def new_table_name() -> str:
+    """A fresh ``chapters_<utc time>_<random>`` name for a full build's table."""
+    return f"{TABLE_PREFIX}{datetime.now(UTC):%Y%m%dT%H%M%S%f}_{secrets.token_hex(2)}"
+
+
+def previous_manifest(
+    loc: Location, store: Store, sig: EmbedderSignature, report: IndexReport
+) -> Manifest | None:
+    """The manifest a build starts from (None when its table is gone), with warnings."""
+    old = read_manifest(loc)
+    if old is not None and old.table not in set(store.table_names()):
+        report.warnings.append(
+            f"the manifest names table {old.table}, which is missing; rebuilding from scratch"
+        )
+        old = None
+    if old is not None and old.embedder_signature != sig:
+        was = old.embedder_signature
+        report.warnings.append(
+            f"embedder changed ({was.provider}/{was.model}/{was.dims} -> "
+            f"{sig.provider}/{sig.model}/{sig.dims}): full rebuild, every chapter re-embedded"
+        )
+    return old
+
+
+def lexical_of(batches: Iterable[RowBatch]) -> _Lexical:
+    """The BM25 counts and title/keyword term counts of row batches (any order)."""
+    counts = _CountsBuilder()
+    for batch in batches:
+        counts.add(batch)
+    return counts.result()
+
+
+def commit_build(
+    loc: Location,
+    tbl: Any,
+    table_name: str,
+    cfg: EngineConfig,
+    embedder: Embedder,
+    hashes: Mapping[str, tuple[str, str]],
+    lexical: _Lexical,
+    summaries: Mapping[str, str],
+    files: dict[str, str],
+    old: Manifest | None,
+    *,
+    full: bool,
+    force: bool,
+    ann_min_rows: int | None,
+    progress: ProgressFn | None,
+) -> int:
+    """After the rows: vector index, BM25 and vocabulary caches, then the manifest switch.
+
+    Returns the table version the new manifest names.
+    """
+    sig = embedder.signature
     vector_index = "" if full or old is None else old.vector_index
     if not vector_index and ann_min_rows is not None and len(lexical.ids) >= ann_min_rows:
         # Rows an update adds later are searched exactly by LanceDB beside the index.
@@ -422,16 +484,15 @@ def _build(
         crumbs_file=crumbs_file,
         vocab_terms_file=terms_file,
         vocab_vectors_file=vectors_file,
-        summaries=summaries,
-        files=file_hashes(kb),
+        summaries=dict(summaries),
+        files=files,
         hash_context=hash_context(cfg, summaries),
         title_terms=lexical.title_terms,
         vector_index=vector_index,
     )
     loc.write_text(MANIFEST, manifest.to_json())  # the switch: atomic
     _drop_stale_files(loc, manifest)
-    report.table, report.version, report.rows = table_name, version, len(lexical.ids)
-    return report
+    return version
 
 
 def drop_stale_tables(index_uri: str, storage_options: Mapping[str, str] | None = None) -> int:

@@ -28,6 +28,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     _storage_arg(p)
     p.add_argument("--force", action="store_true", help="re-embed everything (full rebuild)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument(
+        "--ray",
+        nargs="?",
+        const="local",
+        default=None,
+        metavar="ADDRESS",
+        help="full build on Ray: no ADDRESS = a local Ray, 'auto' or ray://HOST:PORT = a "
+        "cluster (default: index.ray_address; needs the ray extra)",
+    )
     p.set_defaults(func=_index)
 
     p = sub.add_parser("search", help="search the KB (hybrid, vector or keyword)")
@@ -111,6 +120,9 @@ def _index(args: argparse.Namespace) -> int:
 
     ws = workspace(args)
     cfg = effective_config(args, ws)
+    address = args.ray if args.ray is not None else cfg.index.ray_address
+    if address:
+        return _index_on_ray(args, ws, cfg, address)
     # A local index keeps the parsed documents beside it, so the next `wikirag index`
     # parses only the files that changed.
     cache_file = Path(ws.index) / PARSE_CACHE if is_local(str(ws.index)) else None
@@ -130,13 +142,37 @@ def _index(args: argparse.Namespace) -> int:
         progress.close()
     if cache_file is not None:
         cache.save(cache_file)
+    _print_report(args, str(ws.index), report)
+    return 0
+
+
+def _index_on_ray(args: argparse.Namespace, ws: Any, cfg: Any, address: str) -> int:
+    from engine.ray_build import build_index_ray
+
+    progress = _Progress()
+    try:
+        report = build_index_ray(
+            ws.kb,
+            cfg,
+            str(ws.index),
+            address,
+            progress,
+            force=args.force,
+            storage_options=_storage(args) or None,
+        )
+    finally:
+        progress.close()
+    _print_report(args, str(ws.index), report)
+    return 0
+
+
+def _print_report(args: argparse.Namespace, index: str, report: Any) -> None:
     for w in report.warnings:
         info(f"warning: {w}")
     if args.json:
         print_json(report.to_dict())
     else:
-        sys.stdout.write(f"{ws.index}: {report.summary()}\n")
-    return 0
+        sys.stdout.write(f"{index}: {report.summary()}\n")
 
 
 def _open(args: argparse.Namespace) -> Any:

@@ -1,0 +1,419 @@
+"""Full index builds fanned out on a Ray cluster (``wikirag index --ray [ADDRESS]``).
+
+The same index as ``indexer.build_index`` (same ids, hashes, tokens and BM25 counts;
+vectors from the same embedder), with the per-chapter work done by Ray Data stages:
+
+1. parse: Markdown bytes -> chapter trees (``tree.parse_document``), one task per batch of
+   files; the driver reads the files, so a remote cluster needs no shared folder;
+2. rows: texts, jieba tokens, hashes and metadata (``rows.build_rows``, as the workers of a
+   single-process build run it), plus each row's BM25 term counts for the driver;
+3. embed: the configured embedder in actors (the model loads once per actor);
+4. write: the Lance table, by lance-ray, into the index folder or ``s3://`` prefix.
+
+The driver then adds what needs the whole corpus, exactly as a single-process build does
+(``indexer.commit_build``): BM25 counts, vocabulary, manifest switch. A Ray build is always
+a full rebuild into a new table; an update of a few changed files is cheaper without Ray.
+
+Ray is imported only here and only when called: without ``--ray`` nothing imports it.
+"""
+
+from __future__ import annotations
+
+import pickle
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import scipy.sparse as sp
+
+from engine.config import EmbeddingConfig, EngineConfig
+from engine.errors import EngineError
+from engine.rows import RowBatch, build_rows, title_terms
+from engine.store import is_local
+from engine.tree import Document, markdown_files, parse_document
+from engine.types import Embedder
+
+MISSING = (
+    "--ray needs Ray and lance-ray: install the ray extra (pip install 'wikirag-workbench[ray]')"
+)
+
+# Files per parse task, documents per row task, rows per embedding call: big enough that
+# Ray's per-task overhead (milliseconds) stays small beside the work.
+FILES_PER_TASK = 256
+DOCS_PER_TASK = 128
+ROWS_PER_EMBED = 1024
+
+# Columns the row stage adds for the driver; they are not written to the table.
+_LIST_STR = pa.list_(pa.string())
+_LIST_F64 = pa.list_(pa.float64())
+EXTRA_FIELDS: tuple[tuple[str, pa.DataType], ...] = (
+    ("bm25_terms", _LIST_STR),
+    ("bm25_tf", _LIST_F64),
+    ("crumb_terms", _LIST_STR),
+    ("crumb_tf", _LIST_F64),
+    ("title_terms", _LIST_STR),
+)
+
+
+def _require_ray() -> Any:
+    try:
+        import lance_ray  # noqa: F401  # checked here so the error names the extra
+        import ray
+    except ImportError as exc:
+        raise EngineError(MISSING) from exc
+    return ray
+
+
+def connect(address: str) -> bool:
+    """Join the cluster at ``address`` ("local": start one here) unless Ray already runs.
+
+    Returns whether this call started the connection (so the caller shuts it down).
+    """
+    ray = _require_ray()
+    if ray.is_initialized():
+        return False
+    try:
+        ray.init(address=address or "local", include_dashboard=False, log_to_driver=False)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        raise EngineError(
+            f"cannot connect to the Ray cluster at {address!r} ({exc}); start it with "
+            "`ray start --head`, or pass --ray with no address for a local one"
+        ) from exc
+    return True
+
+
+# --- stages (module functions: Ray pickles them by reference; workers import this module) ---
+
+
+def parse_stage(batch: pa.Table) -> pa.Table:
+    """Files (rel, data) -> one row per file: its pickled document, hash and node ids.
+
+    As ``tree.parse_kb``: a file with an error problem is kept out (``ok`` false).
+    """
+    out: dict[str, list[Any]] = {
+        k: [] for k in ("rel", "ok", "source_hash", "doc", "node_ids", "summary_keys")
+    }
+    from engine.rows import summary_key
+
+    for rel, data in zip(
+        batch.column("rel").to_pylist(), batch.column("data").to_pylist(), strict=True
+    ):
+        doc = parse_document(data, rel)
+        ok = not any(p.severity == "error" for p in doc.problems)
+        out["rel"].append(rel)
+        out["ok"].append(ok)
+        out["source_hash"].append(doc.source_hash)
+        out["doc"].append(pickle.dumps(doc, protocol=pickle.HIGHEST_PROTOCOL) if ok else b"")
+        out["node_ids"].append([n.node_id for n in doc.nodes] if ok else [])
+        out["summary_keys"].append([summary_key(n) for n in doc.nodes] if ok else [])
+    return pa.table(
+        out,
+        schema=pa.schema(
+            [
+                ("rel", pa.string()),
+                ("ok", pa.bool_()),
+                ("source_hash", pa.string()),
+                ("doc", pa.binary()),
+                ("node_ids", _LIST_STR),
+                ("summary_keys", _LIST_STR),
+            ]
+        ),
+    )
+
+
+def row_stage(batch: pa.Table, cfg: EngineConfig, summaries: Mapping[str, str]) -> pa.Table:
+    """Documents -> chapter rows (every column but the vector) plus the BM25 extras."""
+    docs: list[Document] = [pickle.loads(b) for b in batch.column("doc").to_pylist() if b]
+    nodes = [n for d in docs for n in d.nodes]
+    rows = build_rows(nodes, cfg, summaries)
+    body_terms, body_tf = _row_lists(rows.counts, rows.terms)
+    crumb_terms, crumb_tf = _row_lists(rows.crumb_counts, rows.crumb_terms)
+    memo: dict[str, list[str]] = {}
+    titles = [sorted(title_terms(n, memo)) for n in nodes]
+    table = rows.columns
+    for (name, typ), values in zip(
+        EXTRA_FIELDS, (body_terms, body_tf, crumb_terms, crumb_tf, titles), strict=True
+    ):
+        table = table.append_column(pa.field(name, typ), pa.array(values, type=typ))
+    return table
+
+
+def _row_task_args() -> dict[str, Any]:
+    return {"num_cpus": 1}
+
+
+class EmbedStage:
+    """An actor holding one embedder: adds the "vector" column to row batches."""
+
+    def __init__(self, embedding: EmbeddingConfig) -> None:
+        from engine.embedding import make_embedder
+
+        self.embedder = make_embedder(embedding)
+        self.batch = max(1, embedding.batch_size)
+
+    def __call__(self, table: pa.Table) -> pa.Table:
+        texts = table.column("text").to_pylist()
+        dims = self.embedder.signature.dims
+        parts = [
+            np.asarray(self.embedder.embed_documents(texts[s : s + self.batch]), np.float32)
+            for s in range(0, len(texts), self.batch)
+        ]
+        mat = np.concatenate(parts) if parts else np.zeros((0, dims), np.float32)
+        vec = pa.FixedSizeListArray.from_arrays(pa.array(mat.ravel(), pa.float32()), dims)
+        return table.append_column(pa.field("vector", vec.type), vec)
+
+
+def _row_lists(counts: sp.csr_matrix, terms: Sequence[str]) -> tuple[list[list[str]], list[Any]]:
+    """Each CSR row as (its terms, their counts): what the driver stacks back exactly."""
+    out_terms: list[list[str]] = []
+    out_tf: list[Any] = []
+    for i in range(counts.shape[0]):
+        lo, hi = counts.indptr[i], counts.indptr[i + 1]
+        out_terms.append([terms[j] for j in counts.indices[lo:hi]])
+        out_tf.append(counts.data[lo:hi].tolist())
+    return out_terms, out_tf
+
+
+def _csr(term_lists: Sequence[Sequence[str]], tf_lists: Sequence[Any]) -> tuple[Any, list[str]]:
+    """``_row_lists`` back into a CSR matrix over a term list of its own."""
+    index: dict[str, int] = {}
+    cols: list[int] = []
+    data: list[float] = []
+    indptr = [0]
+    for terms, tf in zip(term_lists, tf_lists, strict=True):
+        cols.extend(index.setdefault(t, len(index)) for t in terms)
+        data.extend(tf)
+        indptr.append(len(cols))
+    mat = sp.csr_matrix(
+        (np.asarray(data, np.float64), np.asarray(cols, np.int64), np.asarray(indptr, np.int64)),
+        shape=(len(indptr) - 1, len(index)),
+    )
+    mat.sort_indices()
+    return mat, list(index)
+
+
+def _driver_batch(b: pa.Table) -> RowBatch:
+    """A RowBatch with what the driver needs (ids, counts, title terms) from the extras."""
+    counts, terms = _csr(b.column("bm25_terms").to_pylist(), b.column("bm25_tf").to_pylist())
+    crumbs, crumb_terms = _csr(
+        b.column("crumb_terms").to_pylist(), b.column("crumb_tf").to_pylist()
+    )
+    titles: Counter[str] = Counter()
+    for row in b.column("title_terms").to_pylist():
+        titles.update(row)
+    return RowBatch(
+        columns=b.select(["id"]),
+        counts=counts,
+        terms=terms,
+        title_terms=titles,
+        embed_texts=[],
+        crumb_counts=crumbs,
+        crumb_terms=crumb_terms,
+    )
+
+
+def _table_uri(index_uri: str, table_name: str) -> str:
+    """Where LanceDB keeps table ``table_name`` of the database at ``index_uri``."""
+    base = str(Path(index_uri).resolve()) if is_local(index_uri) else index_uri.rstrip("/")
+    return f"{base}/{table_name}.lance"
+
+
+def build_index_ray(
+    kb_root: str | Path,
+    cfg: EngineConfig,
+    index_uri: str,
+    address: str = "local",
+    progress: Any = None,
+    *,
+    force: bool = False,
+    embedder: Embedder | None = None,
+    storage_options: Mapping[str, str] | None = None,
+    drop_old: bool = True,
+    embed_actors: int | None = None,
+    ann_min_rows: int | None = None,
+) -> Any:
+    """Build the index of the KB folder ``kb_root`` at ``index_uri`` on Ray; an IndexReport.
+
+    ``address``: "local" starts Ray on this machine; "auto" or "ray://host:port" joins a
+    cluster; a Ray already initialised in this process is used as it is (and left running).
+    ``embed_actors``: embedder actors (default: half the cluster's CPUs, at least one).
+    ``force`` only decides whether the previous vocabulary's vectors may be reused: every
+    Ray build writes a new table.
+    """
+    from engine import indexer
+    from engine.store import Location, Store
+
+    ray = _require_ray()
+    root = Path(kb_root)
+    if not root.is_dir():
+        raise EngineError(f"knowledge base folder {root} not found; pass --kb DIR")
+    t0 = time.perf_counter()
+    if embedder is None:
+        from engine.embedding import make_embedder
+
+        embedder = make_embedder(cfg.embedding)
+    sig = embedder.signature
+    report = indexer.IndexReport(full_rebuild=True)
+    if address not in ("", "local") and is_local(index_uri):
+        report.warnings.append(
+            f"--index {index_uri} is a local folder while Ray runs at {address}: the "
+            "cluster's workers write the table there, so it must be a folder every node shares"
+        )
+    loc = Location(index_uri, storage_options)
+    started = connect(address)
+    try:
+        with loc.exclusive():
+            store = Store(index_uri, storage_options)
+            old = indexer.previous_manifest(loc, store, sig, report)
+            table_name = indexer.new_table_name()
+            hashes, lexical, files, summaries = _run_pipeline(
+                ray, root, cfg, loc, store, table_name, sig.dims, embed_actors, progress
+            )
+            prev = {} if old is None else old.nodes
+            report.added = sum(1 for n in hashes if n not in prev)
+            report.removed = sum(1 for n in prev if n not in hashes)
+            report.updated, report.unchanged = len(hashes) - report.added, 0
+            report.embedded = len(hashes)
+            tbl = store.open_table(table_name)
+            if tbl.count_rows() != len(hashes):
+                raise EngineError(
+                    f"the Ray build wrote {tbl.count_rows()} rows for {len(hashes)} chapters "
+                    f"into {table_name}; the index was left as it was"
+                )
+            report.version = indexer.commit_build(
+                loc,
+                tbl,
+                table_name,
+                cfg,
+                embedder,
+                hashes,
+                lexical,
+                summaries,
+                files,
+                old,
+                full=True,
+                force=force,
+                ann_min_rows=ann_min_rows,
+                progress=progress,
+            )
+            report.table, report.rows = table_name, len(lexical.ids)
+    finally:
+        if started:
+            ray.shutdown()
+    if drop_old:
+        indexer.drop_stale_tables(index_uri, storage_options)
+    report.seconds = time.perf_counter() - t0
+    return report
+
+
+def _run_pipeline(
+    ray: Any,
+    root: Path,
+    cfg: EngineConfig,
+    loc: Any,
+    store: Any,
+    table_name: str,
+    dims: int,
+    embed_actors: int | None,
+    progress: Any,
+) -> tuple[dict[str, tuple[str, str]], Any, dict[str, str], dict[str, str]]:
+    """Parse, rows, embed and write on Ray; then the driver's share of the manifest."""
+    import lance_ray
+
+    from engine import indexer
+    from engine.store import chapter_schema
+
+    ctx = ray.data.DataContext.get_current()
+    # Rows in the KB's order, as a single-process build writes them.
+    ctx.execution_options.preserve_order = True
+    ctx.enable_progress_bars = False
+
+    def say(done: int, total: int, stage: str) -> None:
+        if progress:
+            progress(done, total, stage)
+
+    # The driver reads the files: workers of a remote cluster need not see the KB folder.
+    paths = markdown_files(root)
+    if not paths:
+        raise EngineError(f"no Markdown files under {root}; nothing to index")
+    items = [{"rel": p.relative_to(root).as_posix(), "data": p.read_bytes()} for p in paths]
+    say(0, len(items), "ray: parse")
+    parsed = (
+        ray.data.from_items(items)
+        .map_batches(parse_stage, batch_format="pyarrow", batch_size=FILES_PER_TASK)
+        .materialize()
+    )
+    del items
+    files: dict[str, str] = {}
+    keys: set[str] = set()
+    for b in parsed.select_columns(["rel", "ok", "source_hash", "summary_keys"]).iter_batches(
+        batch_format="pyarrow"
+    ):
+        for rel, ok, sh, sk in zip(*(b.column(i).to_pylist() for i in range(4)), strict=True):
+            if ok:
+                files[rel] = sh
+                keys.update(sk)
+    summaries: dict[str, str] = {}
+    if cfg.index.use_summaries:
+        loaded = indexer.load_llm_summaries(loc)
+        summaries = {k: loaded[k] for k in sorted(keys) if k in loaded}
+
+    cpus = int(ray.cluster_resources().get("CPU", 1))
+    actors = embed_actors if embed_actors is not None else max(1, cpus // 2)
+    say(0, len(files), "ray: rows + embed")
+    rows = (
+        parsed.map_batches(
+            row_stage,
+            fn_kwargs={"cfg": cfg, "summaries": summaries},
+            batch_format="pyarrow",
+            batch_size=DOCS_PER_TASK,
+            # Args from a function keep Ray Data from fusing this stage into the embedder's
+            # actors, where chapters would be tokenized by only as many processes as there
+            # are embedders (the CPUs left over run these tasks instead).
+            ray_remote_args_fn=_row_task_args,
+        )
+        .map_batches(
+            EmbedStage,
+            fn_constructor_args=(cfg.embedding,),
+            batch_format="pyarrow",
+            batch_size=ROWS_PER_EMBED,
+            concurrency=actors,
+        )
+        .materialize()
+    )
+    schema = chapter_schema(dims)
+    say(0, 1, "ray: write")
+    lance_ray.write_lance(
+        rows.select_columns(schema.names),
+        _table_uri(str(loc.uri), table_name),
+        schema=schema,
+        mode="create",
+        storage_options=dict(store.storage_options) or None,
+    )
+    hashes: dict[str, tuple[str, str]] = {}
+
+    def batches() -> Any:
+        wanted = ["id", "content_hash", "row_hash"] + [n for n, _ in EXTRA_FIELDS]
+        for b in rows.select_columns(wanted).iter_batches(
+            batch_format="pyarrow", batch_size=indexer.ROW_BATCH
+        ):
+            hashes.update(
+                zip(
+                    b.column("id").to_pylist(),
+                    zip(
+                        b.column("content_hash").to_pylist(),
+                        b.column("row_hash").to_pylist(),
+                        strict=True,
+                    ),
+                    strict=True,
+                )
+            )
+            yield _driver_batch(b)
+
+    say(0, 1, "lexical")
+    lexical = indexer.lexical_of(batches())
+    return hashes, lexical, files, summaries
