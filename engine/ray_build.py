@@ -20,11 +20,12 @@ Ray is imported only here and only when called: without ``--ray`` nothing import
 from __future__ import annotations
 
 import pickle
+import re
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -33,9 +34,13 @@ import scipy.sparse as sp
 from engine.config import EmbeddingConfig, EngineConfig
 from engine.errors import EngineError
 from engine.rows import RowBatch, build_rows, title_terms
-from engine.store import is_local
 from engine.tree import Document, markdown_files, parse_document
 from engine.types import Embedder
+
+# engine.indexer and engine.store import lancedb: imported where the driver needs them, so
+# Ray workers (which import this module for its stages) do not.
+if TYPE_CHECKING:
+    from engine.indexer import IndexReport, ProgressFn
 
 MISSING = (
     "--ray needs Ray and lance-ray: install the ray extra (pip install 'wikirag-workbench[ray]')"
@@ -216,8 +221,33 @@ def _driver_batch(b: pa.Table) -> RowBatch:
     )
 
 
+def _one_line(exc: BaseException) -> EngineError:
+    """A stage's failure as the engine error it raised (Ray wraps it with a remote traceback),
+    or any other failure as one line."""
+    seen: list[BaseException] = []
+    cur: BaseException | None = exc
+    while cur is not None and cur not in seen:
+        seen.append(cur)
+        cur = getattr(cur, "cause", None) or cur.__cause__
+    for e in reversed(seen):
+        if isinstance(e, EngineError) and not type(e).__module__.startswith("ray"):
+            return e
+    # Ray ships a worker's exception chain back as text: the engine error's own line.
+    for e in seen:
+        found = re.findall(r"^engine\.errors\.\w+: (.+)$", str(e), flags=re.MULTILINE)
+        if found:
+            return EngineError(found[-1])
+    root = seen[-1]
+    text = (str(root).strip().splitlines() or [""])[0][:300]
+    return EngineError(
+        f"the Ray build failed ({type(root).__name__}: {text}); the index was left as it was"
+    )
+
+
 def _table_uri(index_uri: str, table_name: str) -> str:
     """Where LanceDB keeps table ``table_name`` of the database at ``index_uri``."""
+    from engine.store import is_local
+
     base = str(Path(index_uri).resolve()) if is_local(index_uri) else index_uri.rstrip("/")
     return f"{base}/{table_name}.lance"
 
@@ -227,7 +257,7 @@ def build_index_ray(
     cfg: EngineConfig,
     index_uri: str,
     address: str = "local",
-    progress: Any = None,
+    progress: ProgressFn | None = None,
     *,
     force: bool = False,
     embedder: Embedder | None = None,
@@ -235,7 +265,7 @@ def build_index_ray(
     drop_old: bool = True,
     embed_actors: int | None = None,
     ann_min_rows: int | None = None,
-) -> Any:
+) -> IndexReport:
     """Build the index of the KB folder ``kb_root`` at ``index_uri`` on Ray; an IndexReport.
 
     ``address``: "local" starts Ray on this machine; "auto" or "ray://host:port" joins a
@@ -245,7 +275,7 @@ def build_index_ray(
     Ray build writes a new table.
     """
     from engine import indexer
-    from engine.store import Location, Store
+    from engine.store import Location, Store, is_local
 
     ray = _require_ray()
     root = Path(kb_root)
@@ -270,9 +300,12 @@ def build_index_ray(
             store = Store(index_uri, storage_options)
             old = indexer.previous_manifest(loc, store, sig, report)
             table_name = indexer.new_table_name()
-            hashes, lexical, files, summaries = _run_pipeline(
-                ray, root, cfg, loc, store, table_name, sig.dims, embed_actors, progress
-            )
+            try:
+                hashes, lexical, files, summaries = _run_pipeline(
+                    ray, root, cfg, loc, store, table_name, sig.dims, embed_actors, progress
+                )
+            except Exception as exc:
+                raise _one_line(exc) from exc
             prev = {} if old is None else old.nodes
             report.added = sum(1 for n in hashes if n not in prev)
             report.removed = sum(1 for n in prev if n not in hashes)
@@ -319,7 +352,7 @@ def _run_pipeline(
     table_name: str,
     dims: int,
     embed_actors: int | None,
-    progress: Any,
+    progress: ProgressFn | None,
 ) -> tuple[dict[str, tuple[str, str]], Any, dict[str, str], dict[str, str]]:
     """Parse, rows, embed and write on Ray; then the driver's share of the manifest."""
     import lance_ray

@@ -21,6 +21,7 @@ from engine.search import Engine
 from engine.store import Location, Store, vectors_of
 from engine.tree import parse_kb
 from tests.engine.engine_kit import HASH_CFG, TINY_KB, write_kb
+from tests.engine.test_store import moto_s3  # noqa: F401  # the S3 server fixture
 
 HAS_RAY = all(importlib.util.find_spec(m) is not None for m in ("ray", "lance_ray"))
 needs_ray = pytest.mark.skipif(not HAS_RAY, reason="ray / lance-ray not installed (ray extra)")
@@ -162,6 +163,53 @@ def test_ray_build_over_an_existing_index_replaces_it_and_drops_the_old_table(
     assert m is not None and m.table == report.table and "ops/notes.md" not in m.files
 
 
+@needs_ray
+def test_ray_build_writes_an_index_on_s3_that_an_engine_searches(
+    ray_cluster: Any,
+    moto_s3: str,  # noqa: F811  # the fixture imported above
+    tmp_path: Path,
+) -> None:
+    from engine.ray_build import build_index_ray
+
+    opts = {
+        "endpoint": moto_s3,
+        "allow_http": "true",
+        "aws_access_key_id": "test",
+        "aws_secret_access_key": "test",
+        "region": "us-east-1",
+    }
+    uri = "s3://wikirag-test/indexes/ray"
+    kb = write_kb(tmp_path / "kb")
+    report = build_index_ray(kb, HASH_CFG, uri, storage_options=opts)
+    assert report.rows == 12
+    m = read_manifest(Location(uri, opts))
+    assert m is not None and m.table == report.table
+    engine = Engine.open(kb, uri, HASH_CFG, opts)
+    assert engine.search("重排 延迟").results[0].node_id == "retrieval/rerank#重排/延迟"
+
+
+@needs_ray
+def test_a_failing_stage_is_one_clear_error_and_leaves_no_index(
+    ray_cluster: Any, tmp_path: Path
+) -> None:
+    from engine.ray_build import build_index_ray
+
+    (tmp_path / "not-a-model").mkdir()
+    cfg = HASH_CFG.with_overrides(
+        {
+            "embedding.provider": "sentence-transformers",
+            "embedding.model": str(tmp_path / "not-a-model"),
+        }
+    )
+    idx = tmp_path / "idx"
+    with pytest.raises(EngineError, match="could not load a sentence-transformers model") as err:
+        build_index_ray(
+            write_kb(tmp_path / "kb"), cfg, str(idx), embedder=HashEmbedder(cfg.embedding)
+        )
+    assert "\n" not in str(err.value)
+    assert read_manifest(Location(str(idx))) is None
+
+
 def test_asking_for_ray_without_it_installed_says_to_install_the_extra(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -175,7 +223,7 @@ def test_asking_for_ray_without_it_installed_says_to_install_the_extra(
 def test_cli_index_without_ray_never_imports_ray(tmp_path: Path) -> None:
     kb = write_kb(tmp_path / "kb")
     code = (
-        "import sys; from workbench.cli import main; "
+        "import sys; import engine.ray_build; from workbench.cli import main; "
         f"rc = main(['index', '--kb', {str(kb)!r}, '--index', {str(tmp_path / 'idx')!r}, "
         "'--set', 'embedding.provider=hash', '--json']); "
         "assert rc == 0; print('RAY', 'ray' in sys.modules, 'lance_ray' in sys.modules)"
