@@ -210,6 +210,23 @@ def test_a_failing_stage_is_one_clear_error_and_leaves_no_index(
     assert read_manifest(Location(str(idx))) is None
 
 
+@needs_ray
+def test_cli_index_with_ray_builds_on_ray_and_prints_the_report(
+    ray_cluster: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from workbench.cli import main
+
+    kb, idx = write_kb(tmp_path / "kb"), tmp_path / "idx"
+    args = ["index", "--kb", str(kb), "--index", str(idx), "--set", "embedding.provider=hash"]
+    assert main([*args, "--ray", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["full_rebuild"] and report["rows"] == 12
+    # index.ray_address in the config asks for Ray too: a second full build, a new table.
+    assert main([*args, "--set", "index.ray_address=local", "--json"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["full_rebuild"] and again["updated"] == 12 and again["table"] != report["table"]
+
+
 def test_asking_for_ray_without_it_installed_says_to_install_the_extra(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
