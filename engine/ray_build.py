@@ -19,9 +19,11 @@ Ray is imported only here and only when called: without ``--ray`` nothing import
 
 from __future__ import annotations
 
+import logging
 import pickle
 import re
 import time
+import warnings
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -82,7 +84,17 @@ def connect(address: str) -> bool:
     if ray.is_initialized():
         return False
     try:
-        ray.init(address=address or "local", include_dashboard=False, log_to_driver=False)
+        with warnings.catch_warnings():
+            # Ray starts its processes by fork+exec; lance(db) warns about any fork, but
+            # an exec'd child shares none of its state.
+            warnings.filterwarnings("ignore", message=".*fork", category=RuntimeWarning)
+            warnings.filterwarnings("ignore", message=".*fork-safe", category=UserWarning)
+            ray.init(
+                address=address or "local",
+                include_dashboard=False,
+                log_to_driver=False,
+                logging_level=logging.WARNING,
+            )
     except (ConnectionError, RuntimeError, ValueError) as exc:
         raise EngineError(
             f"cannot connect to the Ray cluster at {address!r} ({exc}); start it with "
@@ -145,10 +157,6 @@ def row_stage(batch: pa.Table, cfg: EngineConfig, summaries: Mapping[str, str]) 
     ):
         table = table.append_column(pa.field(name, typ), pa.array(values, type=typ))
     return table
-
-
-def _row_task_args() -> dict[str, Any]:
-    return {"num_cpus": 1}
 
 
 class EmbedStage:
@@ -363,7 +371,9 @@ def _run_pipeline(
     ctx = ray.data.DataContext.get_current()
     # Rows in the KB's order, as a single-process build writes them.
     ctx.execution_options.preserve_order = True
-    ctx.enable_progress_bars = False
+    ctx.enable_progress_bars = False  # the caller's progress shows the stages instead
+    if not logging.getLogger("ray.data").isEnabledFor(logging.DEBUG):
+        logging.getLogger("ray.data").setLevel(logging.WARNING)  # no INFO lines per dataset
 
     def say(done: int, total: int, stage: str) -> None:
         if progress:
@@ -381,6 +391,7 @@ def _run_pipeline(
         .materialize()
     )
     del items
+    say(len(paths), len(paths), "ray: parse")
     files: dict[str, str] = {}
     keys: set[str] = set()
     for b in parsed.select_columns(["rel", "ok", "source_hash", "summary_keys"]).iter_batches(
@@ -404,20 +415,24 @@ def _run_pipeline(
             fn_kwargs={"cfg": cfg, "summaries": summaries},
             batch_format="pyarrow",
             batch_size=DOCS_PER_TASK,
-            # Args from a function keep Ray Data from fusing this stage into the embedder's
-            # actors, where chapters would be tokenized by only as many processes as there
-            # are embedders (the CPUs left over run these tasks instead).
-            ray_remote_args_fn=_row_task_args,
+            # Worker processes serve any number of tasks (0: no limit, Ray's default for CPU
+            # tasks, said explicitly), so jieba's dictionary loads once per process. Said
+            # explicitly, it also sets these tasks' remote args apart from the embedder
+            # actors', and Ray Data fuses a task stage into the next actor stage only when
+            # they agree: fused, chapters would be tokenized by as few processes as there
+            # are embedders, instead of on the CPUs the actors leave free.
+            max_calls=0,
         )
         .map_batches(
             EmbedStage,
             fn_constructor_args=(cfg.embedding,),
             batch_format="pyarrow",
             batch_size=ROWS_PER_EMBED,
-            concurrency=actors,
+            compute=ray.data.ActorPoolStrategy(size=actors),
         )
         .materialize()
     )
+    say(len(files), len(files), "ray: rows + embed")
     schema = chapter_schema(dims)
     say(0, 1, "ray: write")
     lance_ray.write_lance(
