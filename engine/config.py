@@ -256,7 +256,7 @@ class EngineConfig:
         d = self.to_dict()
         part: dict[str, Any] = {
             "embedding": {k: d["embedding"][k] for k in INDEX_EMBEDDING_KEYS},
-            "index": d["index"],
+            "index": {k: v for k, v in d["index"].items() if k not in INDEX_BUILD_ONLY_KEYS},
         }
         # Only when stemming: unstemmed configs keep the keys (and side indexes) they had.
         if self.lexical.stem:
@@ -292,15 +292,22 @@ class EngineConfig:
 INDEX_EMBEDDING_KEYS = ("provider", "model", "dims", "base_url")
 
 
+# How an index is built, not what it holds.
+INDEX_BUILD_ONLY_KEYS = frozenset({"ray_address"})
+
+
 def affects_index(dotted: str) -> bool:
     """Whether changing this key changes what an index stores (so it needs a re-index):
     the embedder (``INDEX_EMBEDDING_KEYS``), the embedded text (``index.*``) and stemming
     (the stored keyword tokens). The tokenizer mode alone does not: an engine re-segments
-    the stored text."""
+    the stored text. Nor does where the build runs (``index.ray_address``): a Ray build
+    equals a single-process one."""
     section, _, key = dotted.partition(".")
     if section == "embedding":
         return key in INDEX_EMBEDDING_KEYS
-    return section == "index" or dotted == "lexical.stem"
+    if section == "index":
+        return key not in INDEX_BUILD_ONLY_KEYS
+    return dotted == "lexical.stem"
 
 
 def parse_override(item: str) -> tuple[str, Any]:

@@ -149,7 +149,7 @@ def _index(args: argparse.Namespace) -> int:
 def _index_on_ray(args: argparse.Namespace, ws: Any, cfg: Any, address: str) -> int:
     from engine.ray_build import build_index_ray
 
-    progress = _Progress()
+    progress = StderrBar(unit="item")
     try:
         report = build_index_ray(
             ws.kb,
