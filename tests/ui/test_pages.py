@@ -148,6 +148,26 @@ def test_evaluate_runs_and_drills_down(ui_copy):
     assert "**q002**" in texts(at) and "Gold chapters" in texts(at)
 
 
+def test_evaluate_refuses_an_invalid_golden_set_unless_the_box_is_ticked(ui_copy):
+    path = ui_copy["dataset"]
+    stale = "  - {id: q900, query: 不存在的章节, relevant: ['no/such#chapter']}\n"
+    path.write_text(path.read_text(encoding="utf-8") + stale, encoding="utf-8")
+    runs = ui_copy["experiments"] / "kb" / "runs"
+    at = open_page("evaluate")
+    next(b for b in at.button if b.label == "Run evaluation").click().run()
+    assert not at.exception
+    assert "golden set kb is invalid" in texts(at) and "q900" in texts(at)
+    assert not list(runs.glob("*.json"))  # nothing scored, nothing saved
+    at.checkbox(key="eval_allow_invalid").check()
+    next(b for b in at.button if b.label == "Run evaluation").click().run()
+    assert not at.exception
+    assert "Invalid items skipped: skipped 1 of 6 golden items with errors (q900)" in texts(at)
+    [record] = runs.glob("*.json")
+    import json
+
+    assert "q900" not in {q["id"] for q in json.loads(record.read_text())["queries"]}
+
+
 def test_evaluate_opens_on_the_worst_failure_with_its_gold_chapters(ui_copy):
     at = open_page("evaluate")
     at.multiselect(key="eval_modes").set_value(["vector"])

@@ -175,3 +175,22 @@ def test_duplicate_ids_never_collapse_in_per_query_scores() -> None:
     object.__setattr__(run.results[1], "item", run.results[0].item)
     with pytest.raises(EngineError, match="appears twice"):
         run.means("hybrid")
+
+
+def test_gate_refuses_an_invalid_golden_set_unless_allowed(ws: Path) -> None:
+    from workbench.eval import golden
+    from workbench.eval.engines import evaluator
+    from workbench.tune.experiments import gate
+    from workbench.workspace import resolve
+
+    w = resolve("kb")
+    cfg = HASH_CFG.with_overrides({"fusion.k": 30})  # not the baseline: the gate compares
+    current = evaluator(w, cfg).run(golden.load(w.dataset), cfg, modes=["hybrid"])
+    _add_items(ws, STALE)
+    with pytest.raises(golden.GoldenSetError, match="golden set tiny is invalid"):
+        gate(w, current)
+    notes: list[str] = []
+    ok, reason = gate(w, current, allow_invalid=True, notify=notes.append)
+    assert ok, reason
+    assert notes == [n for n in notes if "skipped 1 of 7 golden items with errors (q20)" in n]
+    assert len(notes) == 1

@@ -114,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
     if args.gate:
         from workbench.tune.gate import gate
 
-        ok, reason = gate(ws, result)
+        ok, reason = gate(ws, result, gs=gs)
         (sys.stdout if ok else sys.stderr).write(f"gate: {'PASS' if ok else 'FAIL'}: {reason}\n")
         return 0 if ok else 1
     return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from workbench.eval import golden
 from workbench.eval.evaluate import save_run
 from workbench.ui import components as ui
 from workbench.ui import resources, state
@@ -39,15 +40,44 @@ with ui.guarded(t("Evaluate")):
                 n=len(gs.answerable()),
             )
         )
+        allow_invalid = st.checkbox(
+            t("Score an invalid golden set (skip the items with errors)"),
+            key="eval_allow_invalid",
+        )
         go = st.form_submit_button(t("Run evaluation"), type="primary")
     if go:
+        ev = resources.evaluator(ws, cfg) if modes else None
+        skipped: list[str] = []
+        try:
+            valid = (
+                golden.checked(gs, ev.engine.kb, allow_invalid=allow_invalid, notify=skipped.append)
+                if ev is not None
+                else None
+            )
+        except golden.GoldenSetError as exc:
+            # Scores of an invalid set look fine and mean little: refuse, say how to go on.
+            st.error(str(exc))
+            st.caption(
+                t(
+                    "Tick **Score an invalid golden set** above to score only the valid items, "
+                    "or fix the set on the Golden set page."
+                )
+            )
+            valid = None
+        for note in skipped:
+            st.warning(note.replace("--allow-invalid: ", t("Invalid items skipped: ")))
         if not modes:
             st.warning(t("Pick at least one mode."))
-        else:
-            ev = resources.evaluator(ws, cfg)
+        elif valid is not None and ev is not None:
             progress, bar = ui.progress_callback(t("Evaluating"))
             run = ev.run(
-                gs, cfg, modes=modes, rerank=rerank, split=split, progress=progress, kb_name=ws.name
+                valid,
+                cfg,
+                modes=modes,
+                rerank=rerank,
+                split=split,
+                progress=progress,
+                kb_name=ws.name,
             )
             bar.empty()
             ev.cache.save()
