@@ -35,7 +35,8 @@ import yaml
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from engine.errors import EngineError
+from engine.errors import ConfigError, EngineError
+from engine.yaml_safe import refuse_aliases
 
 
 @dataclass(frozen=True)
@@ -269,6 +270,9 @@ def _fence_line(line: str, char: str) -> int:
     return len(s) if s and s == char * len(s) else 0
 
 
+_ALIAS_AT = re.compile(r"line (\d+): YAML aliases \((\*[^)]*)\)")
+
+
 def split_front_matter(
     text: str, rel_path: str = ""
 ) -> tuple[dict[str, Any], str, int, list[Problem]]:
@@ -302,7 +306,23 @@ def split_front_matter(
     problems: list[Problem] = []
     data: Any = {}
     try:
+        if kind == "YAML":
+            # A few lines of anchors referencing anchors expand to gigabytes in safe_load;
+            # front matter never needs an alias (engine/yaml_safe.py, issue 12 item 11).
+            refuse_aliases(raw, "front matter")
         data = yaml.safe_load(raw) if kind == "YAML" else tomllib.loads(raw)
+    except ConfigError as exc:
+        m = _ALIAS_AT.search(str(exc))  # its line counts from the first front matter line
+        problems.append(
+            Problem(
+                rel_path,
+                int(m.group(1)) + 1 if m else 1,
+                f"front matter uses a YAML alias ({m.group(2) if m else '*'}), which is not "
+                "allowed; it is ignored",
+                "write each front matter value out in full (no &anchor / *alias)",
+            )
+        )
+        data = {}
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 2 if mark is not None else 1

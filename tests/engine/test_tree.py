@@ -513,3 +513,24 @@ def test_scalar_keywords_are_one_keyword() -> None:
 def test_boolean_and_null_keywords() -> None:
     assert parse_document("---\nkeywords: true\n---\n# T\n", "b.md").nodes[1].keywords == ["True"]
     assert parse_document("---\nkeywords:\n---\n# T\n", "n.md").nodes[1].keywords == []
+
+
+def test_front_matter_aliases_are_refused_not_expanded() -> None:
+    # "billion laughs": 9 levels of 9 references each would build 9**9 strings in safe_load
+    lines = ["---", 'a0: &a0 "lol"']
+    for i in range(1, 10):
+        lines.append(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]")
+    text = "\n".join([*lines, "title: Bomb", "---", "# Body", "text"]) + "\n"
+    doc = parse_document(text, "bomb.md")
+    assert doc.frontmatter == {}  # ignored whole: nothing of it was expanded
+    assert [n.title for n in doc.nodes[1:]] == ["Body"]
+    (problem,) = doc.problems
+    assert (problem.line, problem.what) == (
+        3,
+        "front matter uses a YAML alias (*a0), which is not allowed; it is ignored",
+    )
+
+
+def test_front_matter_anchor_without_alias_still_loads() -> None:
+    doc = parse_document("---\ntitle: &t Kept\n---\n# Body\n", "anchor.md")
+    assert doc.frontmatter == {"title": "Kept"} and not doc.problems
