@@ -10,20 +10,30 @@ that variable off the machine as a bearer token. So:
   config naming any other variable that is set is refused with a ConfigError.
 - ``key_destination_warning``: a config that sends a key to a host other than the one in
   ``OPENAI_BASE_URL`` (the user's own setting) gets a warning naming both hosts.
+- ``new_host_warning``: the hosts each KB's configs have sent the key to are remembered in
+  the user's config dir (``key_hosts.json``); a host not seen before for that KB is warned
+  about once (a pulled commit that repoints ``base_url`` is noticed even without
+  ``OPENAI_BASE_URL``). The file is outside the repository on purpose: a list kept under
+  ``experiments/<kb>/`` could be committed with the new host already in it.
 - ``redact_url`` / ``redact_urls``: ``user:password@`` in a URL is never printed.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+from engine.atomic import atomic_write_text
 from engine.errors import ConfigError
 
 ALLOW_KEY_ENV = "WIKIRAG_ALLOW_KEY_ENV"
 ENV_BASE_URL = "OPENAI_BASE_URL"
+CONFIG_DIR_ENV = "WIKIRAG_CONFIG_DIR"  # where the user's own state lives (tests point it away)
+KEY_HOSTS_FILE = "key_hosts.json"
 _KEY_LIKE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*(?:_API_KEY|_TOKEN|_KEY)$", re.IGNORECASE)
 # scheme://user[:password]@host — the credentials part of any URL inside free text
 _URL_CREDENTIALS = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s'\"]+@")
@@ -68,6 +78,58 @@ def key_destination_warning(
     return (
         f"{setting} sends the API key to {theirs}, not to {mine} (your {ENV_BASE_URL}); "
         f"check that the config (e.g. a committed baseline.yaml) is one you trust"
+    )
+
+
+def user_config_dir(env: Mapping[str, str] | None = None) -> Path:
+    """``$WIKIRAG_CONFIG_DIR``, else ``$XDG_CONFIG_HOME/wikirag``, else ``~/.config/wikirag``."""
+    environ = os.environ if env is None else env
+    if environ.get(CONFIG_DIR_ENV):
+        return Path(environ[CONFIG_DIR_ENV])
+    base = environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "wikirag"
+
+
+def _seen_hosts(path: Path) -> dict[str, list[str]]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}  # missing or damaged: start again (worst case, one warning too many)
+    if not isinstance(data, dict):
+        return {}
+    return {
+        str(k): [str(h) for h in v] for k, v in data.items() if isinstance(v, list)
+    }  # fmt: skip
+
+
+def new_host_warning(
+    setting: str, base_url: str, kb: str | Path, env: Mapping[str, str] | None = None
+) -> str | None:
+    """A warning the first time a config sends the key for knowledge base ``kb`` to the host
+    of ``base_url``; None for a host seen before for that KB, or the user's own
+    ``OPENAI_BASE_URL`` host. Records the host (atomically) either way."""
+    environ = os.environ if env is None else env
+    host = _host(base_url)
+    if not host:
+        return None
+    path = user_config_dir(environ) / KEY_HOSTS_FILE
+    seen = _seen_hosts(path)
+    scope = str(Path(kb).resolve())
+    hosts = seen.get(scope, [])
+    if host in hosts:
+        return None
+    seen[scope] = sorted({*hosts, host})
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, json.dumps(seen, ensure_ascii=False, indent=1, sort_keys=True))
+    except OSError:
+        pass  # a read-only home: warn again next time rather than fail the command
+    if host == _host(environ.get(ENV_BASE_URL, "") or ""):
+        return None
+    return (
+        f"{setting} sends the API key to {host}, a host not used before with the knowledge "
+        f"base {Path(kb).name}; check that the config (e.g. a committed baseline.yaml) is one "
+        f"you trust (warned once; hosts seen are listed in {path})"
     )
 
 

@@ -20,6 +20,15 @@ REPO = Path(__file__).resolve().parent.parent
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _user_config_dir(tmp_path_factory: pytest.TempPathFactory):
+    """The user's own state (hosts an API key went to) in a temp folder, never ~/.config."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("WIKIRAG_CONFIG_DIR", str(tmp_path_factory.mktemp("user-config")))
+    yield
+    mp.undo()
+
+
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return REPO

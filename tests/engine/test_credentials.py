@@ -3,6 +3,8 @@ their user:password part."""
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import pytest
 
@@ -76,3 +78,42 @@ def test_provider_errors_never_show_url_credentials():
             timeout_s=2,
         )
     assert "hunter2" not in str(exc.value) and "bob" not in str(exc.value)
+
+
+def test_a_new_key_host_is_warned_about_once_per_knowledge_base(tmp_path):
+    from engine.credentials import KEY_HOSTS_FILE, new_host_warning
+
+    env = {"WIKIRAG_CONFIG_DIR": str(tmp_path / "cfg")}
+    wiki, other = tmp_path / "wiki", tmp_path / "other"
+    msg = new_host_warning("llm.base_url", "https://llm.corp.example/v1", wiki, env)
+    assert msg is not None and "llm.corp.example, a host not used before" in msg
+    assert "knowledge base wiki" in msg
+    assert new_host_warning("llm.base_url", "https://LLM.corp.example:443/x", wiki, env) is None
+    # a pulled commit repoints the key: warned, once
+    msg = new_host_warning("llm.base_url", "https://collector.example/v1", wiki, env)
+    assert msg is not None and "collector.example" in msg
+    assert new_host_warning("llm.base_url", "https://collector.example/v2", wiki, env) is None
+    # hosts are remembered per knowledge base
+    assert new_host_warning("llm.base_url", "https://collector.example/v1", other, env)
+    seen = json.loads((tmp_path / "cfg" / KEY_HOSTS_FILE).read_text(encoding="utf-8"))
+    assert seen == {
+        str(wiki.resolve()): ["collector.example", "llm.corp.example"],
+        str(other.resolve()): ["collector.example"],
+    }
+
+
+def test_the_users_own_host_is_recorded_without_a_warning(tmp_path):
+    from engine.credentials import new_host_warning
+
+    env = {"WIKIRAG_CONFIG_DIR": str(tmp_path), "OPENAI_BASE_URL": "https://api.openai.com/v1"}
+    assert new_host_warning("llm.base_url", "https://api.openai.com/v1", tmp_path, env) is None
+    assert new_host_warning("llm.base_url", "http://127.0.0.1:9/v1", tmp_path, env) is not None
+
+
+def test_a_damaged_hosts_file_is_started_again(tmp_path):
+    from engine.credentials import KEY_HOSTS_FILE, new_host_warning
+
+    (tmp_path / KEY_HOSTS_FILE).write_text("[not, a, mapping]", encoding="utf-8")
+    env = {"WIKIRAG_CONFIG_DIR": str(tmp_path)}
+    assert new_host_warning("llm.base_url", "https://h.example", tmp_path / "kb", env)
+    assert new_host_warning("llm.base_url", "https://h.example", tmp_path / "kb", env) is None

@@ -51,3 +51,19 @@ def test_url_credentials_are_redacted_in_settings_errors_and_text():
         LLMClient(s).chat([{"role": "user", "content": "x"}])
     assert "hunter2" not in str(exc.value) and "http://***@127.0.0.1:9/v1" in str(exc.value)
     assert redact("see https://u:pw@x.example/v1") == "see https://***@x.example/v1"
+
+
+def test_a_config_key_host_new_for_the_kb_warns_once(tmp_path):
+    with ChatServer([Say("hi")]) as srv:
+        cfg = LLMConfig(base_url=srv.base_url, model="m")
+        env = {"OPENAI_API_KEY": "sk-test-123456", "WIKIRAG_CONFIG_DIR": str(tmp_path)}
+        kb = tmp_path / "wiki"
+        with pytest.warns(UserWarning, match="127.0.0.1, a host not used before"):
+            assert llm_settings(cfg, env=env, dotenv_path=None, kb=kb) is not None
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # seen before: silent
+            assert LLMClient.from_config(cfg, env=env, dotenv_path=None, kb=kb) is not None
+            # no key, nothing sent: nothing to warn about nor to record
+            assert llm_settings(
+                cfg, env={"WIKIRAG_CONFIG_DIR": str(tmp_path)}, dotenv_path=None, kb=tmp_path
+            )

@@ -22,9 +22,9 @@ def evaluate_answers(
     progress: Callable[[int, int, str], None] | None = None,
 ) -> dict[str, Any]:
     """Per-item answer scores (answerable and unanswerable items) and their means."""
-    settings = llm_settings(cfg.llm)
-    llm = LLMClient(settings) if settings else None
     kb = getattr(engine, "kb", None)
+    settings = llm_settings(cfg.llm, kb=getattr(kb, "root", None))
+    llm = LLMClient(settings) if settings else None
 
     def parent_of(nid: str) -> str | None:
         node = kb.get(nid) if kb is not None else None

@@ -23,7 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from engine.config import LLMConfig
-from engine.credentials import check_key_env, key_destination_warning, redact_url, redact_urls
+from engine.credentials import (
+    check_key_env,
+    key_destination_warning,
+    new_host_warning,
+    redact_url,
+    redact_urls,
+)
 from engine.errors import ProviderError
 
 ENV_BASE_URL = "OPENAI_BASE_URL"
@@ -121,10 +127,14 @@ def llm_settings(
     cfg: LLMConfig,
     env: Mapping[str, str] | None = None,
     dotenv_path: str | Path | None = ".env",
+    *,
+    kb: str | Path | None = None,
 ) -> LLMSettings | None:
     """Resolve the LLM settings: config first, then ``env``, then the ``.env`` file.
 
     Returns None when no base URL or no model is known (no LLM; callers fall back).
+    ``kb``: the knowledge base the config belongs to; a config ``base_url`` sending the key
+    to a host not seen before for it is warned about once (``new_host_warning``).
     """
     environ = os.environ if env is None else env
     dotenv = read_dotenv(dotenv_path) if dotenv_path else {}
@@ -151,7 +161,10 @@ def llm_settings(
     key, _ = lookup(cfg.api_key_env) if cfg.api_key_env else ("", "")
     if key and cfg.base_url.strip():
         env_url = {ENV_BASE_URL: lookup(ENV_BASE_URL)[0]}
-        if warning := key_destination_warning("llm.base_url", base_url, env_url):
+        warning = key_destination_warning("llm.base_url", base_url, env_url)
+        if kb is not None:  # recorded even when the warning above already speaks
+            warning = new_host_warning("llm.base_url", base_url, kb, environ) or warning
+        if warning:
             # warnings, not print: shown once per process on stderr, catchable in tests
             warnings.warn(warning, UserWarning, stacklevel=2)
     return LLMSettings(
@@ -227,9 +240,11 @@ class LLMClient:
         cfg: LLMConfig,
         env: Mapping[str, str] | None = None,
         dotenv_path: str | Path | None = ".env",
+        *,
+        kb: str | Path | None = None,
     ) -> LLMClient | None:
-        """A client when an LLM is configured, else None."""
-        settings = llm_settings(cfg, env=env, dotenv_path=dotenv_path)
+        """A client when an LLM is configured, else None (``kb`` as in ``llm_settings``)."""
+        settings = llm_settings(cfg, env=env, dotenv_path=dotenv_path, kb=kb)
         return cls(settings) if settings else None
 
     def __repr__(self) -> str:

@@ -56,7 +56,7 @@ def _ask(args: argparse.Namespace) -> int:
     ws = workspace(args)
     cfg = effective_config(args, ws)
     engine = Engine.open(ws.kb, ws.index, cfg)
-    llm = LLMClient.from_config(cfg.llm)
+    llm = LLMClient.from_config(cfg.llm, kb=ws.kb)
     history: list[Any] = []
     store = cid = None
     if args.save:
@@ -119,7 +119,7 @@ def _summarize(args: argparse.Namespace) -> int:
 
     ws = workspace(args)
     cfg = effective_config(args, ws)
-    llm = LLMClient.from_config(cfg.llm)
+    llm = LLMClient.from_config(cfg.llm, kb=ws.kb)
     kb = parse_kb(ws.kb)
     path = ws.index / SUMMARY_FILE
 

@@ -108,7 +108,7 @@ def _replay(args: argparse.Namespace) -> int:
     cfg = effective_config(args, ws)
     conv = _store(args).load(args.id)
     engine = Engine.open(ws.kb, ws.index, cfg)
-    llm = LLMClient.from_config(cfg.llm)
+    llm = LLMClient.from_config(cfg.llm, kb=ws.kb)
 
     def ask(question: str, history: list) -> object:  # type: ignore[type-arg]
         return answer(

@@ -239,7 +239,7 @@ def open_mcp_server(ws: Workspace, cfg: EngineConfig) -> Any:
     with quiet_stdout():
         silence_libraries()
         served = ServedEngine(ws, cfg, missing_hint="then call the tool again; no restart needed")
-        return build_mcp_server(served, llm=LLMClient.from_config(cfg.llm))
+        return build_mcp_server(served, llm=LLMClient.from_config(cfg.llm, kb=ws.kb))
 
 
 class _ReplyToBadLines:

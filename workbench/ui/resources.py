@@ -197,15 +197,16 @@ def config_options(ws: Workspace) -> dict[str, str]:
 
 
 @st.cache_resource(show_spinner=False, max_entries=4)
-def _llm(llm_yaml: str, _cfg: EngineConfig) -> Any:
+def _llm(llm_yaml: str, kb: str | None, _cfg: EngineConfig) -> Any:
     from workbench.answer.llm import LLMClient
 
-    return LLMClient.from_config(_cfg.llm)
+    return LLMClient.from_config(_cfg.llm, kb=kb)
 
 
-def llm_client(cfg: EngineConfig) -> Any:
-    """An LLM client when one is configured (config, env or .env), else None."""
-    return _llm(repr(cfg.llm), cfg)
+def llm_client(cfg: EngineConfig, kb: str | Path | None = None) -> Any:
+    """An LLM client when one is configured (config, env or .env), else None. ``kb``: the
+    knowledge base the config belongs to (a key sent to a new host is warned about once)."""
+    return _llm(repr(cfg.llm), str(kb) if kb is not None else None, cfg)
 
 
 def clear_data() -> None:

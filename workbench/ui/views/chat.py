@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import streamlit as st
 
 from workbench.answer.chat import answer
@@ -21,7 +23,11 @@ with ui.guarded(t("Chat")):
     ws = resources.workspace()
     label, cfg = ui.current_config(ws)
     kb = resources.kb(ws)
-    llm = resources.llm_client(cfg)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        llm = resources.llm_client(cfg, ws.kb)  # cached: a new key host is shown once
+    for w in caught:
+        st.warning(str(w.message))
     c = st.columns([2, 1, 1, 1])
     c[0].caption(
         t(

@@ -205,7 +205,7 @@ with ui.guarded(t("Golden set")):
                 ),
             ):
                 [draft] = draft_queries(
-                    [kb.nodes[pick]], existing_ids=ids, llm=resources.llm_client(cfg)
+                    [kb.nodes[pick]], existing_ids=ids, llm=resources.llm_client(cfg, ws.kb)
                 )
                 item = golden.item_from_dict(draft)
                 state.set_golden_draft(golden.with_item(working, item), dirty=True)
