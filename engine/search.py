@@ -516,6 +516,24 @@ class Engine:
             with contextlib.suppress(ProviderError):  # search() reports them per query
                 reranker.score("warm up", ["warm up"])
 
+    def vocabulary_similarity(self, terms: Sequence[str]) -> list[float] | None:
+        """Per term, the best cosine to a term of the KB's vocabulary (1.0 for a term in it),
+        under the index's embedder; None when the index has no vocabulary. A question's terms
+        that nothing in the KB resembles are a sign the KB cannot answer it (the chat's
+        refusal judge); literal absence alone also flags colloquial words the KB phrases
+        differently."""
+        vocab = self._shared.current().snapshot.vocab
+        if vocab is None or len(vocab) == 0:
+            return None
+        out: list[float | None] = [1.0 if t in vocab.row_of else None for t in terms]
+        todo = [t for t, v in zip(terms, out, strict=True) if v is None]
+        if todo:
+            vecs = np.asarray(self._embedder().embed_documents(list(todo)), dtype=np.float32)
+            vecs /= np.linalg.norm(vecs, axis=1, keepdims=True) + 1e-12
+            best = iter((vecs @ np.asarray(vocab.vectors, dtype=np.float32).T).max(axis=1))
+            out = [float(next(best)) if v is None else v for v in out]
+        return [float(v) for v in out if v is not None]
+
     def _embedder(self) -> Embedder:
         key = self.config.embedding
         with self._shared.models_lock:

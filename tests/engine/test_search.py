@@ -430,3 +430,15 @@ def test_stemming_config_and_index_mismatch_is_refused(
         engine.with_config(stem)
     # Other lexical changes still share the index (k1/b re-weight stored counts).
     assert engine.with_config(HASH_CFG.with_overrides({"lexical.k1": 1.2})) is not None
+
+
+def test_vocabulary_similarity_is_one_for_kb_terms_and_a_cosine_otherwise(engine: Engine) -> None:
+    vocab = engine._shared.current().snapshot.vocab
+    assert vocab is not None and "切块" in vocab.row_of
+    got = engine.vocabulary_similarity(["切块", "食堂", "overlap"])
+    assert got is not None and got[0] == 1.0
+    # a term outside the vocabulary: its best cosine against every vocabulary vector
+    emb = engine._embedder().embed_documents(["食堂"])[0]
+    emb = emb / np.linalg.norm(emb)
+    assert got[1] == pytest.approx(float((vocab.vectors @ emb).max()), abs=1e-5)
+    assert got[1] < 1.0 and len(got) == 3

@@ -180,7 +180,7 @@ def test_duplicate_ids_never_collapse_in_per_query_scores() -> None:
 def test_gate_refuses_an_invalid_golden_set_unless_allowed(ws: Path) -> None:
     from workbench.eval import golden
     from workbench.eval.engines import evaluator
-    from workbench.tune.experiments import gate
+    from workbench.tune.gate import gate
     from workbench.workspace import resolve
 
     w = resolve("kb")

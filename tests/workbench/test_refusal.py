@@ -3,6 +3,7 @@ it (extractive and with the LLM judge on a real local OpenAI-compatible server).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from workbench.answer.chat import answer
 from workbench.answer.loop import retrieve_sources
 from workbench.answer.refusal import (
     CALIBRATION_FILE,
+    FEATURES,
     EvidenceFeatures,
     RefusalModel,
     choose_thresholds,
@@ -207,8 +209,8 @@ def test_cross_validated_rates_are_not_the_training_fit():
         rng.uniform(0.2, 0.6, 60), rng.integers(0, 5, 60), rng.integers(0, 5, 60),
         rng.integers(0, 3, 60), strict=True)]  # fmt: skip
     labels = [bool(b) for b in rng.random(60) > 0.2]
-    cv = cross_validate(feats, labels, k=5)
-    whole = fit(feats, labels)
+    cv = cross_validate(feats, labels, k=5, max_false_refusal=0.10)
+    whole = fit(feats, labels, max_false_refusal=0.10)
     train_refused = [whole.verdict(whole.probability(f)) == "insufficient" for f in feats]
     assert list(cv.refused) != train_refused
 
@@ -259,5 +261,83 @@ queries:
     assert stored.provenance["dataset"] == str(Path("datasets") / "kb.yaml")
     assert stored.provenance["items"] == {"answerable": 4, "unanswerable": 4}
     assert stored.provenance["cross_validation"]["folds"] == 2
+    # more unanswerable items calibrated on, and a set reported on but never fitted on
+    (tmp_path / "more.yaml").write_text(
+        "name: more\nqueries:\n"
+        "  - {id: u1, query: 食堂几点关门, unanswerable: true}\n"
+        "  - {id: u2, query: 停车位怎么申请, unanswerable: true}\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "held.yaml").write_text(
+        "name: held\nqueries:\n"
+        "  - {id: h1, query: 重排的延迟, relevant: ['retrieval/rerank#重排/延迟']}\n"
+        "  - {id: h2, query: 体检在哪家医院, unanswerable: true}\n",
+        encoding="utf-8",
+    )
+    args = ["calibrate-refusal", "--kb", "kb", "--folds", "2", "--add-dataset", "more.yaml"]
+    assert main([*args, "--heldout", "held.yaml"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert re.fullmatch(
+        r"  tiny: unanswerable refused \d/4 .*answerable wrongly refused \d/4.*", lines[1]
+    )
+    assert re.fullmatch(
+        r"  more: unanswerable refused \d/2 .*wrongly refused 0/0 \(n/a\)", lines[2]
+    )
+    assert re.fullmatch(
+        r"held out held \(never fitted on\): unanswerable refused \d/1 .*refused \d/1 .*", lines[3]
+    )
+    stored = load_model(exp / CALIBRATION_FILE)
+    assert stored.provenance["items"] == {"answerable": 4, "unanswerable": 6}
+    assert stored.provenance["added_datasets"] == ["more.yaml"]
+    assert set(stored.provenance["cross_validation"]["per_set"]) == {"tiny", "more"}
+    assert stored.provenance["heldout"]["held"]["unanswerable_refused"] in ("0/1", "1/1")
     assert main(["calibrate-refusal", "--kb", "kb", "--max-false-refusal", "1.5"]) == 2
     assert "--max-false-refusal must be in [0, 1)" in capsys.readouterr().err
+
+
+class VocabRetriever(ProbedRetriever):
+    """Says how close each term is to the KB's vocabulary, as ``Engine`` does."""
+
+    def vocabulary_similarity(self, terms: list[str]) -> list[float]:
+        sims = {"bm25": 1.0, "k1": 1.0, "saturation": 0.72, "年会": 0.3, "食堂": 0.69}
+        return [sims.get(t, 0.0) for t in terms]
+
+
+def test_unfamiliar_terms_are_those_no_kb_term_resembles():
+    f = _features(VocabRetriever(), ["BM25 k1 saturation 年会 食堂"])[0]
+    assert (f.absent_terms, f.unfamiliar_terms) == (2, 2)  # 年会 0.3, 食堂 0.69 < 0.7
+    f = _features(VocabRetriever(), ["BM25 k1 saturation"])[0]
+    assert f.unfamiliar_terms == 0  # saturation 0.72 resembles a KB term
+
+
+def test_without_a_vocabulary_unfamiliar_falls_back_to_absent():
+    f = _features(ProbedRetriever(), ["BM25 k1 saturation 年会"])[0]
+    assert f.unfamiliar_terms == f.absent_terms == 1
+
+
+def test_a_calibration_from_before_unfamiliar_terms_still_loads_and_judges(model):
+    old = {**model.to_dict()}
+    keep = [i for i, n in enumerate(old["features"]) if n != "unfamiliar_terms"]
+    for k in ("features", "mean", "scale", "weights"):
+        old[k] = [old[k][i] for i in keep]
+    four = RefusalModel.from_dict(old)
+    assert four.features == ("top_cosine", "matched_terms", "missing_terms", "absent_terms")
+    f = EvidenceFeatures(0.5, 3, 0, 0, unfamiliar_terms=9)  # ignored by the 4-signal model
+    assert four.probability(f) == four.probability(replace(f, unfamiliar_terms=0))
+
+
+def _constant_model(p_logit: float) -> RefusalModel:
+    n = len(FEATURES)
+    return RefusalModel(FEATURES, (0.0,) * n, (1.0,) * n, (0.0,) * n, p_logit, 0.3, 0.3, 0.8)
+
+
+def test_a_confident_judge_quotes_the_top_chapter_when_no_sentence_shares_a_term():
+    # e.g. an English question over Chinese chapters: no sentence shares a term with it
+    q = "zebra giraffe"
+    sure = answer(q, ProbedRetriever(), CFG, llm=None, refusal_model=_constant_model(10.0))
+    assert not sure.refusal and [c["n"] for c in sure.citations] == [1]
+    assert sure.answer.endswith("[1]")
+    # judged grey, or without a calibrated judge, the same question is refused as before
+    grey = answer(q, ProbedRetriever(), CFG, llm=None, refusal_model=_constant_model(0.0))
+    assert grey.refusal and grey.citations == []
+    assert answer(q, ProbedRetriever(), CFG, llm=None, refusal_model=None).refusal

@@ -59,7 +59,8 @@ class EvidenceJudge:
             p,
             (
                 f"model: p(answerable) {p:.2f} (cosine {f.top_cosine:.2f}, terms matched "
-                f"{f.matched_terms}, missing {f.missing_terms}, absent from KB {f.absent_terms}; "
+                f"{f.matched_terms}, missing {f.missing_terms}, absent from KB {f.absent_terms}, "
+                f"unfamiliar {f.unfamiliar_terms}; "
                 f"{cuts}) -> {verdict}"
             ),
         )

@@ -70,6 +70,14 @@ def extractive_answer(question: str, sources: Sequence[Source]) -> tuple[str, li
     return text, sorted({n for _, n, _, _ in picked})
 
 
+def lead_answer(sources: Sequence[Source], n: int = 2) -> tuple[str, list[int]]:
+    """The first ``n`` sentences of the top source, cited; ("", []) when it has none."""
+    if not sources:
+        return "", []
+    picked = _sentences(sources[0].content)[:n]
+    return "\n".join(f"{s} [{sources[0].n}]" for s in picked), [sources[0].n] if picked else []
+
+
 def refusal_text(question: str, sources: Sequence[Source]) -> str:
     """Say the KB cannot answer, and name the closest chapters it does cover: only those that
     share a key term with the question (naming unrelated chapters as "close" misleads)."""

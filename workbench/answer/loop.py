@@ -11,7 +11,7 @@ from typing import Any
 from workbench.answer.chat_answer import ChatAnswer
 from workbench.answer.citations import check_citations, citations_of, has_content
 from workbench.answer.evidence import VERDICT_RANK, EvidenceJudge, Judgement, judge_evidence
-from workbench.answer.extractive import extractive_answer, refusal_text
+from workbench.answer.extractive import extractive_answer, lead_answer, refusal_text
 from workbench.answer.followup import history_messages, resolve_followup
 from workbench.answer.llm import LLMClient, LLMError, redact
 from workbench.answer.rewrite import rewrite_query
@@ -174,6 +174,10 @@ class AnswerRun:
                 )
         started = time.perf_counter()
         text, cited = extractive_answer(query0, sources)
+        if not text and best.judgement.by == "model" and best.judgement.verdict == "enough":
+            # The calibrated judge is confident (often a question in another language than
+            # the chapters, so no sentence shares a term): quote the top chapter's opening.
+            text, cited = lead_answer(sources)
         self.trace.add(
             "generate", elapsed_ms(started), f"extractive: {len(text)} chars citing {cited}"
         )

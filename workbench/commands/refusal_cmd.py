@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
 
 from workbench.commands.common import (
     add_workspace_args,
@@ -23,12 +26,26 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="fit when the chat refuses (golden set's unanswerable items) and store it",
     )
     add_workspace_args(p, dataset=True)
+    p.add_argument(
+        "--add-dataset",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="another golden set to calibrate on too (repeatable), e.g. more unanswerable items",
+    )
+    p.add_argument(
+        "--heldout",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a golden set to report refusal rates on, never fitted on (repeatable)",
+    )
     p.add_argument("--folds", type=int, default=5, help="cross-validation folds (default 5)")
     p.add_argument(
         "--max-false-refusal",
         type=float,
         default=None,
-        help="share of answerable questions the refusal cut may refuse (default 0.10)",
+        help="share of answerable questions the refusal cut may refuse (default 0.05)",
     )
     p.add_argument("--top-k", type=int, default=5, help="chapters retrieved, as the chat")
     p.add_argument("--dry-run", action="store_true", help="measure only; write nothing")
@@ -46,6 +63,8 @@ def run(args: argparse.Namespace) -> int:
         embedder_of,
         evidence_features,
         fit,
+        rate_summary,
+        refused_by,
     )
 
     cap = MAX_FALSE_REFUSAL if args.max_false_refusal is None else args.max_false_refusal
@@ -55,33 +74,55 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("--folds must be at least 2")
     ws = workspace(args)
     cfg = effective_config(args, ws)
-    gs = golden.load(ws.dataset)
     engine = Engine.open(ws.kb, ws.index, cfg)
-    items = list(gs.items)
-    if sum(it.unanswerable for it in items) < 2:
+    sets = [golden.load(ws.dataset), *(golden.load(Path(f)) for f in args.add_dataset)]
+    held = [golden.load(Path(f)) for f in args.heldout]
+    items = [(g.name, it) for g in sets for it in g.items]
+    if sum(it.unanswerable for _, it in items) < 2:
         raise ValueError(
-            f"{ws.dataset} has fewer than 2 `unanswerable: true` items; add some to calibrate"
+            f"{ws.dataset} has fewer than 2 `unanswerable: true` items; add some to calibrate "
+            "(or --add-dataset a set of them)"
         )
-    feats, answerable = [], []
-    for n, it in enumerate(items, 1):
-        sources = retrieve_sources(engine, it.query, args.top_k)
-        feats.append(evidence_features(it.query, sources, engine))
-        answerable.append(not it.unanswerable)
-        print(f"\rfeatures {n}/{len(items)}", end="", file=sys.stderr)
-    print(file=sys.stderr)
+
+    def features_of(named: list[tuple[str, Any]], label: str) -> tuple[list, list[bool]]:
+        feats, answerable = [], []
+        for n, (_, it) in enumerate(named, 1):
+            sources = retrieve_sources(engine, it.query, args.top_k)
+            feats.append(evidence_features(it.query, sources, engine))
+            answerable.append(not it.unanswerable)
+            print(f"\r{label} features {n}/{len(named)}", end="", file=sys.stderr)
+        print(file=sys.stderr)
+        return feats, answerable
+
+    feats, answerable = features_of(items, "calibration")
     cv = cross_validate(feats, answerable, k=args.folds, max_false_refusal=cap)
-    provenance = {
+    per_set = {
+        g.name: rate_summary(
+            [r for r, (name, _) in zip(cv.refused, items, strict=True) if name == g.name],
+            [a for a, (name, _) in zip(answerable, items, strict=True) if name == g.name],
+        )
+        for g in sets
+    }
+    provenance: dict[str, Any] = {
         "dataset": str(ws.dataset),
-        "dataset_hash": gs.content_hash,
+        "dataset_hash": sets[0].content_hash,
+        **({"added_datasets": list(args.add_dataset)} if args.add_dataset else {}),
         "kb": ws.name,
         "config_hash": cfg.hash,
         "embedder": embedder_of(cfg),
         "items": {"answerable": sum(answerable), "unanswerable": len(items) - sum(answerable)},
         "max_false_refusal": cap,
         "fitted_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "cross_validation": cv.summary(),
+        "cross_validation": {**cv.summary(), **({"per_set": per_set} if len(sets) > 1 else {})},
     }
-    model = fit(feats, answerable, max_false_refusal=cap, provenance=provenance)
+    model = fit(feats, answerable, max_false_refusal=cap)
+    heldout = {}
+    for g in held:
+        hf, ha = features_of([(g.name, it) for it in g.items], g.name)
+        heldout[g.name] = rate_summary(refused_by(model, hf), ha)
+    if heldout:
+        provenance["heldout"] = heldout
+    model = replace(model, provenance=provenance)
     path = ws.experiments / CALIBRATION_FILE
     if not args.dry_run:
         model.save(path)
@@ -89,6 +130,23 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(model.to_dict())
         return 0
+    s = cv.summary()
+    lines = [
+        f"cross-validated ({s['folds']}-fold): unanswerable refused "
+        f"{s['unanswerable_refused']} ({s['unanswerable_refused_rate']:.3f}), answerable "
+        f"wrongly refused {s['answerable_wrongly_refused']} "
+        f"({s['answerable_wrongly_refused_rate']:.3f})"
+    ]
+    if len(sets) > 1:
+        lines += [f"  {name}: {_rates(r)}" for name, r in per_set.items()]
+    lines += [f"held out {name} (never fitted on): {_rates(r)}" for name, r in heldout.items()]
+    lines.append(
+        f"fitted on all {len(items)} items: extractive chat refuses when p(answerable) < "
+        f"{model.refuse_below:.3f}; with an LLM, refuses below {model.grey_low:.3f} and asks "
+        f"the LLM judge up to {model.grey_high:.3f}"
+    )
+    sys.stdout.write("\n".join(lines) + "\n")
+    return 0
     s = cv.summary()
     sys.stdout.write(
         f"cross-validated ({s['folds']}-fold): unanswerable refused "
@@ -100,3 +158,14 @@ def run(args: argparse.Namespace) -> int:
         f"the LLM judge up to {model.grey_high:.3f}\n"
     )
     return 0
+
+
+def _rates(r: dict[str, Any]) -> str:
+    def rate(v: float | None) -> str:
+        return "n/a" if v is None else f"{v:.3f}"
+
+    return (
+        f"unanswerable refused {r['unanswerable_refused']} "
+        f"({rate(r['unanswerable_refused_rate'])}), answerable wrongly refused "
+        f"{r['answerable_wrongly_refused']} ({rate(r['answerable_wrongly_refused_rate'])})"
+    )
