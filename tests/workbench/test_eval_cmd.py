@@ -121,6 +121,17 @@ def test_eval_answers_prints_both_refusal_rates_with_counts(ws: Path, capsys, mo
     assert int(m.group(2)) + int(m.group(4)) == 6  # q1-q5 answerable, q9 unanswerable
 
 
+def test_eval_answers_on_a_set_of_only_unanswerable_items_prints_refusals(ws: Path, capsys):
+    (ws / "none.yaml").write_text(
+        "name: none\nqueries:\n  - {id: u1, query: 公司食堂几点关门, unanswerable: true}\n",
+        encoding="utf-8",
+    )
+    assert main(["eval", "--kb", "kb", "--dataset", "none.yaml", "--answers", "--no-save"]) == 0
+    out = capsys.readouterr().out
+    assert "no answerable queries in this split" in out
+    assert re.search(r"^refusals: unanswerable refused [01]/1 ", out, re.MULTILINE), out
+
+
 def _add_items(ws: Path, extra: str) -> None:
     path = ws / "datasets" / "kb.yaml"
     path.write_text(path.read_text(encoding="utf-8").rstrip("\n") + "\n" + extra, encoding="utf-8")

@@ -144,6 +144,8 @@ def format_run(run: EvalRun, answers: dict | None = None) -> str:
     ]
     if not run.results:
         lines.append("no answerable queries in this split; add queries to the golden set")
+        if answers:  # a set of unanswerable items still measures refusals
+            lines.append(refusal_line(answers.get("per_query", [])))
         return "\n".join(lines) + "\n"
     for mode in run.modes:
         means = run.means(mode)
