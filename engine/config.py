@@ -150,6 +150,11 @@ class IndexConfig:
     # this machine; "auto" or "ray://host:10001" = a running cluster. Where an index is
     # built does not change it, so this key is left out of the config hash.
     ray_address: str = field(default="", metadata={"hashed": False})
+    # From this many chapters a full build adds an approximate vector index (LanceDB) and
+    # serving searches through it instead of an exact scan of every vector held in memory
+    # (exact costs rows x dims x 4 bytes and one pass over them per query). 0 = never.
+    # Below the threshold nothing changes. Measured in docs/benchmarks.md ("Scale").
+    ann_min_rows: int = _num(200_000, 0, None)
 
 
 @dataclass(frozen=True)
@@ -364,6 +369,7 @@ LEGACY_VALUES: dict[str, Any] = {
     "fusion.normalization": "minmax",
     "lexical.title_weight": 0.0,
     "lexical.title_b": 0.75,
+    "index.ann_min_rows": 0,
 }
 _FIRST_SCHEMA = {
     "embedding": ("provider", "model", "dims", "batch_size", "base_url", "api_key_env"),

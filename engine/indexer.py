@@ -57,13 +57,6 @@ MANIFEST = "manifest.json"
 SUMMARIES = "summaries.json"  # LLM chapter summaries (workbench/answer/summaries.py writes it)
 MANIFEST_FORMAT = 1
 
-# From this many rows a table gets an approximate vector index and serving stops holding
-# every vector in memory (1M x 512 float32 is 2 GB). Off (None) by default: on the bench's
-# hash-embedder vectors IVF_PQ reached recall@10 0.75 at 20k rows (docs/benchmarks.md),
-# far from the 0.95 wanted; turn it on per build (``ann_min_rows``) once measured on
-# your embedder.
-ANN_MIN_ROWS: int | None = None
-
 ProgressFn = Callable[[int, int, str], None]
 
 
@@ -256,7 +249,7 @@ def build_index(
     storage_options: Mapping[str, str] | None = None,
     drop_old: bool = True,
     workers: int | None = None,
-    ann_min_rows: int | None = ANN_MIN_ROWS,
+    ann_min_rows: int | None = None,
 ) -> IndexReport:
     """Create or update the index of ``kb`` at ``index_uri`` (see the module docstring).
 
@@ -265,8 +258,11 @@ def build_index(
     ``drop_stale_tables``, e.g. once its readers have switched). ``workers``: processes
     that tokenize and build rows during a full build (None: one per CPU once the KB is
     big enough to pay for starting them; 0 or 1: in this process). ``ann_min_rows``: from
-    this many rows the table gets an approximate vector index (None: never).
+    this many rows the table gets an approximate vector index (None: ``index.ann_min_rows``
+    of ``cfg``; 0: never).
     """
+    if ann_min_rows is None:
+        ann_min_rows = cfg.index.ann_min_rows
     t0 = time.perf_counter()
     if embedder is None:
         from engine.embedding import make_embedder
@@ -314,7 +310,7 @@ def _build(
     progress: ProgressFn | None,
     force: bool,
     workers: int | None,
-    ann_min_rows: int | None,
+    ann_min_rows: int,
 ) -> IndexReport:
     sig = embedder.signature
     store = Store(index_uri, storage_options)
@@ -362,11 +358,23 @@ def _build(
                 if name
             )
             if caches_ok:
+                current = old
                 if old.files != file_hashes(kb):  # touched files, same chapters: remember them
-                    loc.write_text(
-                        MANIFEST, replace(old, files=file_hashes(kb), updated_at=_now()).to_json()
+                    current = replace(current, files=file_hashes(kb), updated_at=_now())
+                if not old.vector_index and 0 < ann_min_rows <= len(prev):
+                    # The threshold was lowered (or turned on) for a KB that did not change.
+                    tbl = store.open_table(old.table)
+                    if tbl.version != old.version:
+                        tbl.restore(old.version)  # a crashed update's versions: not ours
+                    if progress:
+                        progress(0, 1, "vector index")
+                    desc = create_vector_index(tbl, len(prev), sig.dims)
+                    current = replace(
+                        current, version=int(tbl.version), vector_index=desc, updated_at=_now()
                     )
-                report.table, report.version, report.rows = old.table, old.version, len(prev)
+                if current is not old:
+                    loc.write_text(MANIFEST, current.to_json())
+                report.table, report.version, report.rows = old.table, current.version, len(prev)
                 return report
         table_name = old.table
         tbl = store.open_table(table_name)
@@ -456,7 +464,7 @@ def commit_build(
     """
     sig = embedder.signature
     vector_index = "" if full or old is None else old.vector_index
-    if not vector_index and ann_min_rows is not None and len(lexical.ids) >= ann_min_rows:
+    if not vector_index and ann_min_rows > 0 and len(lexical.ids) >= ann_min_rows:
         # Rows an update adds later are searched exactly by LanceDB beside the index.
         if progress:
             progress(0, 1, "vector index")

@@ -312,7 +312,7 @@ class Store:
 # NPROBES partitions and re-ranks REFINE_FACTOR x k candidates by their exact distance.
 ANN_INDEX_TYPE = "IVF_PQ"
 ANN_NPROBES = 32
-ANN_REFINE_FACTOR = 10
+ANN_REFINE_FACTOR = 50
 
 
 def create_vector_index(tbl: Any, rows: int, dims: int) -> str:

@@ -280,3 +280,92 @@ def test_an_approximate_vector_index_serves_filters_and_updates(tmp_path: Path) 
     fresh = Engine.from_kb(parse_kb(tmp_path / "kb"), str(idx), HASH_CFG)
     top = fresh.candidates("全新章节 zqxv", pool=5, mode="vector").vector
     assert any(i.endswith("全新章节-zqxv") for i, _ in top)
+
+
+def _search_view(engine, queries: list[str], mode: str) -> list[list[tuple[str, float]]]:
+    return [
+        [(r.node_id, round(r.score, 12)) for r in engine.search(q, mode=mode).results]
+        for q in queries
+    ]
+
+
+def test_below_the_ann_threshold_a_build_and_its_results_are_those_of_exact_search(
+    tmp_path: Path,
+) -> None:
+    from engine.config import EngineConfig
+    from engine.indexer import build_index, read_manifest
+    from engine.search import Engine
+    from engine.tree import parse_kb
+
+    # The shipped threshold is far above a small KB; 0 turns the index off altogether.
+    assert EngineConfig().index.ann_min_rows > 1000
+    kb = parse_kb(write_kb(tmp_path / "kb"))
+    rows = len(kb.nodes)
+    runs = {}
+    for name, threshold in (("default", None), ("off", 0), ("one_above", rows + 1)):
+        cfg = (
+            HASH_CFG
+            if threshold is None
+            else HASH_CFG.with_overrides({"index.ann_min_rows": threshold})
+        )
+        build_index(kb, cfg, str(tmp_path / name))
+        assert read_manifest(Location(str(tmp_path / name))).vector_index == ""
+        engine = Engine.from_kb(kb, str(tmp_path / name), cfg)
+        assert not engine._shared.current().snapshot.ann
+        queries = ["切块", "rerank 重排", "评估指标"]
+        runs[name] = [_search_view(engine, queries, m) for m in ("vector", "hybrid")]
+    assert runs["default"] == runs["off"] == runs["one_above"]
+    assert runs["default"][0][0]  # the queries found something
+
+
+def test_a_config_saved_before_the_ann_threshold_keeps_exact_search() -> None:
+    from engine.config import EngineConfig
+
+    old = EngineConfig().to_dict()
+    del old["index"]["ann_min_rows"]
+    assert EngineConfig.from_dict(old).index.ann_min_rows == 0
+
+
+@pytest.mark.slow
+def test_an_update_that_takes_the_table_past_the_threshold_adds_the_vector_index(
+    tmp_path: Path,
+) -> None:
+    from engine.indexer import build_index, read_manifest
+    from engine.search import Engine
+    from engine.tree import parse_kb
+    from workbench.bench import overlap, synthetic_kb
+
+    synthetic_kb(tmp_path / "kb", 600, seed=5)
+    kb = parse_kb(tmp_path / "kb")
+    rows = len(kb.nodes)
+    cfg = HASH_CFG.with_overrides({"index.ann_min_rows": rows + 5})
+    idx = str(tmp_path / "idx")
+    build_index(kb, cfg, idx)
+    assert read_manifest(Location(idx)).vector_index == ""
+    extra = "\n".join(f"## 新增章节 {i} zq{i}\n\n新增内容 {i}。\n" for i in range(6))
+    (tmp_path / "kb" / "extra.md").write_text(f"# 新增文档\n\n导言。\n\n{extra}", "utf-8")
+    kb2 = parse_kb(tmp_path / "kb")
+    assert len(kb2.nodes) >= rows + 5
+    report = build_index(kb2, cfg, idx)
+    assert not report.full_rebuild
+    m = read_manifest(Location(idx))
+    assert m.vector_index  # the update crossed the threshold: the table got its index
+    ann = Engine.from_kb(kb2, idx, cfg)
+    snap = ann._shared.current().snapshot
+    assert snap.ann and snap.vectors.size == 0
+    # Its answers against exact search over the same vectors (a build with the index off).
+    exact_idx = str(tmp_path / "exact")
+    off = cfg.with_overrides({"index.ann_min_rows": 0})
+    build_index(kb2, off, exact_idx)
+    exact = Engine.from_kb(kb2, exact_idx, off)
+    queries = [n.title for n in list(kb2.nodes.values())[::20]]
+    recall = [
+        overlap(
+            [i for i, _ in ann.candidates(q, pool=10, mode="vector").vector],
+            [i for i, _ in exact.candidates(q, pool=10, mode="vector").vector],
+        )
+        for q in queries
+    ]
+    # ~610 rows, 24 partitions, every one probed and 500 candidates re-ranked exactly:
+    # only PQ's coarse scores can lose a neighbour here.
+    assert np.mean(recall) >= 0.95

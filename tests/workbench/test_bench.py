@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from workbench.bench import REQUIRED_KEYS, percentiles, synthetic_kb, targets, top_ids
+from workbench.bench import REQUIRED_KEYS, overlap, percentiles, synthetic_kb, targets, top_ids
 from workbench.cli import main
 
 
@@ -68,6 +68,10 @@ def test_helpers() -> None:
     )  # linear (percentiles.percentile), not nearest-rank
     assert top_ids(np.array([0.5, 0.9, 0.9, 0.0]), ["d", "c", "b", "a"], 2) == ["b", "c"]
     assert top_ids(np.array([0.0, 1.0]), ["x", "y"], 5, positive=True) == ["y"]
+    # recall@k of an approximate list against the exact one (the ANN benches use it)
+    assert overlap(["a", "b", "x", "y"], ["a", "b", "c", "d"]) == 0.5
+    assert overlap(["d", "c", "b", "a"], ["a", "b", "c", "d"]) == 1.0
+    assert overlap(["a"], []) is None
     t = targets({"hybrid_p95_ms": 50.0, "index_full_s": 10.0, "embed_only_s": 9.0})
     assert t["hybrid_p95_ms <= 100"]["met"] is True
     assert t["index_full_s <= 1.3 x embed_only_s"]["met"] is True
