@@ -31,25 +31,43 @@ import numpy as np
 K = 10
 
 
-def load_vectors(index: str, rows: int | None) -> tuple[list[str], np.ndarray, str]:
+def load_vectors(
+    index: str, rows: int | None
+) -> tuple[list[str], np.ndarray, list[str], dict[str, str]]:
+    """Ids, unit vectors and titles of the index's rows (id order), and its embedder.
+
+    An index still being built has no manifest yet: its newest chapters table is read as
+    it stands (the signature then comes from ``--embedder``).
+    """
     from engine.indexer import read_manifest
     from engine.store import Location, Store, vectors_of
 
     loc = Location(index)
     m = read_manifest(loc)
-    if m is None:
-        raise SystemExit(f"no index at {index}; build one with `wikirag index`")
-    tbl = Store(index).open_table(m.table, m.version)
-    data = Store.read(tbl, ["id", "vector"])
+    store = Store(index)
+    if m is not None:
+        tbl = store.open_table(m.table, m.version)
+        sig = m.embedder_signature.to_dict()
+    else:
+        names = [n for n in store.table_names() if n.startswith("chapters_")]
+        if not names:
+            raise SystemExit(f"no index at {index}; build one with `wikirag index`")
+        tbl, sig = store.open_table(names[-1]), {}
+    data = Store.read(tbl, ["id", "vector", "title", "level"])
     ids = data.column("id").to_pylist()
+    titles = [
+        t if lv >= 1 else ""
+        for t, lv in zip(
+            data.column("title").to_pylist(), data.column("level").to_pylist(), strict=True
+        )
+    ]
     mat = np.array(vectors_of(data), dtype=np.float32)
     order = np.argsort(np.array(ids, dtype=object))
     if rows:
         order = order[:rows]
     mat = mat[order]
     mat /= np.maximum(np.linalg.norm(mat, axis=1, keepdims=True), 1e-12)
-    sig = m.embedder_signature
-    return [ids[i] for i in order], mat, f"{sig.provider}/{sig.model}/{sig.dims}"
+    return [ids[i] for i in order], mat, [titles[i] for i in order], sig
 
 
 def _pcts(ms: list[float]) -> dict[str, float]:
@@ -98,11 +116,14 @@ def candidates(n: int, dims: int, quick: bool) -> list[tuple[str, Any, list[dict
 
     parts = max(1, int(n**0.5))
     sub = dims // 8
-    pq_settings = [{"nprobes": p, "refine_factor": r} for p in (32, 64, 128) for r in (10, 50)]
+    pq_settings = [
+        {"nprobes": p, "refine_factor": r}
+        for p, r in ((32, 10), (32, 50), (64, 50), (128, 50), (parts // 2, 50))
+    ]
     # HNSW partitions hold ~ n / parts rows each; fewer, bigger partitions suit HNSW.
     hnsw_parts = max(1, n // 100_000)
-    hnsw_settings = [
-        {"nprobes": p, "ef": ef} for p in (hnsw_parts, 2 * hnsw_parts) for ef in (50, 100, 200)
+    hnsw_settings = [{"nprobes": hnsw_parts, "ef": ef} for ef in (50, 100, 200)] + [
+        {"nprobes": hnsw_parts, "ef": 100, "refine_factor": 10}
     ]
     if quick:
         pq_settings = pq_settings[-2:]
@@ -115,10 +136,7 @@ def candidates(n: int, dims: int, quick: bool) -> list[tuple[str, Any, list[dict
         (
             f"IVF_HNSW_SQ/partitions={hnsw_parts}/m=20/ef_construction=300",
             IvfHnswSq(distance_type="cosine", num_partitions=hnsw_parts),
-            [
-                {k: min(v, hnsw_parts) if k == "nprobes" else v for k, v in s.items()}
-                for s in hnsw_settings
-            ],
+            hnsw_settings,
         ),
     ]
 
@@ -127,17 +145,34 @@ def bench_one(index: str, args: argparse.Namespace, work: Path) -> dict[str, Any
     import lancedb
     import pyarrow as pa
 
-    ids, mat, embedder = load_vectors(index, args.rows)
+    ids, mat, titles, sig = load_vectors(index, args.rows)
     rng = np.random.default_rng(args.seed)
-    qrows = rng.choice(len(ids), size=min(args.queries, len(ids) // 10), replace=False)
-    keep = np.ones(len(ids), dtype=bool)
-    keep[qrows] = False
-    queries = mat[qrows]
-    base, base_ids = mat[keep], [i for i, k in zip(ids, keep, strict=True) if k]
+    if args.query_source == "rows":
+        # Held-out rows: the queries' own rows are not in the base.
+        qrows = rng.choice(len(ids), size=min(args.queries, len(ids) // 10), replace=False)
+        keep = np.ones(len(ids), dtype=bool)
+        keep[qrows] = False
+        queries = mat[qrows]
+        base, base_ids = mat[keep], [i for i, k in zip(ids, keep, strict=True) if k]
+    else:
+        # Chapter titles embedded as queries (what the serving bench asks); the chapter
+        # stays in the base, as it does when a user searches.
+        from engine.config import EmbeddingConfig
+        from engine.embedding import make_embedder
+
+        sig = sig or {"provider": args.embedder}
+        embedder = make_embedder(EmbeddingConfig(provider=sig["provider"]))
+        pick = [i for i in rng.permutation(len(ids)) if titles[i]][: args.queries]
+        queries = np.stack([embedder.embed_query(titles[i]) for i in pick]).astype(np.float32)
+        queries /= np.maximum(np.linalg.norm(queries, axis=1, keepdims=True), 1e-12)
+        base, base_ids = mat, ids
+        sig = embedder.signature.to_dict()
+    embedder_name = "/".join(str(sig.get(k, "")) for k in ("provider", "model", "dims"))
     del mat
     out: dict[str, Any] = {
         "index": index,
-        "embedder": embedder,
+        "embedder": embedder_name,
+        "query_source": args.query_source,
         "base_rows": len(base_ids),
         "dims": int(base.shape[1]),
         "queries": len(queries),
@@ -164,6 +199,8 @@ def bench_one(index: str, args: argparse.Namespace, work: Path) -> dict[str, Any
     out["lance_flat"] = measure(tbl, queries[:20], truth[:20], {"flat": 1})
     results = []
     for name, config, settings in candidates(len(base_ids), dims, args.quick):
+        if not any(name.startswith(k) for k in args.kinds.split(",")):
+            continue
         sys.stderr.write(f"bench_ann: {name} ({time.strftime('%H:%M:%S')})\n")
         t = time.perf_counter()
         tbl.create_index("vector", config=config, replace=True)
@@ -184,6 +221,9 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--quick", action="store_true", help="fewer IVF_PQ settings")
+    ap.add_argument("--kinds", default="IVF_PQ,IVF_HNSW_SQ", help="index kinds to build")
+    ap.add_argument("--query-source", choices=("titles", "rows"), default="titles")
+    ap.add_argument("--embedder", default="hash", help="provider when the index has no manifest")
     ap.add_argument("--work", default=None, help="scratch folder (default: a temp folder)")
     ap.add_argument("--json")
     args = ap.parse_args()
