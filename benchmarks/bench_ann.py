@@ -114,7 +114,7 @@ def measure(
 def candidates(n: int, dims: int, quick: bool) -> list[tuple[str, Any, list[dict[str, int]]]]:
     from lancedb.index import IvfHnswSq, IvfPq
 
-    parts = max(1, int(n**0.5))
+    parts = max(1, min(int(n**0.5), n // 256))  # LanceDB trains at most n / 256
     sub = dims // 8
     pq_settings = [
         {"nprobes": p, "refine_factor": r}

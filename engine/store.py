@@ -309,15 +309,15 @@ class Store:
 
 
 # Approximate vector index (IVF_PQ, cosine) for big tables; chosen and tuned by measurement
-# (docs/benchmarks.md, "Scale"). Partitions ~ sqrt(rows); 8 dims per PQ sub-vector; a query
-# probes ANN_PROBE_SHARE of the partitions (at least ANN_MIN_NPROBES) and re-ranks
-# ANN_REFINE_FACTOR x k candidates by their exact distance. Recall@10 against exact search:
-# a real embedder's vectors (USE, 14k rows) 0.9975 at 32 of 117 partitions; the hash
-# embedder's vectors, which have no cluster structure, need about two thirds: 20k rows
-# 0.736 / 0.988 / 0.998 at 32 / 70 / 128 of 141; 39k rows 0.714 / 0.909 / 0.983 at
-# 32 / 98 / 128 of 197 (refine 50).
+# (docs/benchmarks.md, "Scale"). Partitions ~ sqrt(rows), at most rows / 256 (LanceDB
+# trains no more than that); 8 dims per PQ sub-vector; a query probes ANN_PROBE_SHARE of
+# the partitions (at least ANN_MIN_NPROBES) and re-ranks ANN_REFINE_FACTOR x k candidates
+# by their exact distance. Recall@10 against exact search: a real embedder's vectors (USE,
+# 14k rows) 0.9975 at 32 of 54 partitions; the hash embedder's vectors, which have no
+# cluster structure, need most of them: 20k rows 0.751 / 0.978 / 0.988 at 32 / 64 / 70
+# of 78; 39k rows 0.714 / 0.909 / 0.983 at 32 / 98 / 128 of 152 (refine 50).
 ANN_INDEX_TYPE = "IVF_PQ"
-ANN_PROBE_SHARE = 0.65
+ANN_PROBE_SHARE = 0.85
 ANN_MIN_NPROBES = 32
 ANN_REFINE_FACTOR = 50
 
@@ -333,7 +333,7 @@ def ann_nprobes(description: str) -> int:
 
 def create_vector_index(tbl: Any, rows: int, dims: int) -> str:
     """Build the approximate vector index on ``tbl``; returns its description."""
-    partitions = max(1, int(rows**0.5))
+    partitions = max(1, min(int(rows**0.5), rows // 256))
     sub = next(s for s in (dims // 8, dims // 4, dims // 2, 1) if s >= 1 and dims % s == 0)
     from lancedb.index import IvfPq
 
