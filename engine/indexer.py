@@ -463,6 +463,8 @@ def commit_build(
     Returns the table version the new manifest names.
     """
     sig = embedder.signature
+    if ann_min_rows is None:  # the Ray build follows the config like the local one
+        ann_min_rows = cfg.index.ann_min_rows
     vector_index = "" if full or old is None else old.vector_index
     if not vector_index and ann_min_rows > 0 and len(lexical.ids) >= ann_min_rows:
         # Rows an update adds later are searched exactly by LanceDB beside the index.
