@@ -1,0 +1,266 @@
+"""One index version in memory: ids, vectors, filter columns, BM25 counts, vocabulary.
+
+``load_snapshot`` reads a manifest's table version and caches; an ``IndexSnapshot`` is
+immutable once loaded (per-config BM25 weights are memoised under a lock), so a query that
+holds one reference sees one index version even while a rebuild loads the next.
+
+Vector path: the snapshot keeps the unit-length vectors as a float32 numpy matrix and
+scores a query with one mat-vec: exact, so it equals exact search by construction.
+Measured here (512 dims, clustered synthetic vectors, 2 loaded cores, top 30, p50 of 20
+queries): numpy (einsum) 0.16 / 1.7 / 15 ms vs LanceDB flat
+``.search(v).distance_type("cosine")`` 4.3 / 20 / 153 ms at 1k / 10k / 100k rows; with a
+category prefilter LanceDB took 4.5 / 15 / 148 ms while the numpy mask adds 0.06 / 0.2 /
+1.1 ms. Top-10 agreement 1.0 at every size. The cost is memory: rows x dims x 4 bytes
+(205 MB at 100k x 512).
+``vector_backend="lance"`` keeps the LanceDB path (prefilter via ``.where(sql,
+prefilter=True)``, pinned to the snapshot's table version) for checking and comparison.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from engine.config import LexicalConfig
+from engine.expansion import Vocabulary
+from engine.indexer import Manifest, split_lexical_payload
+from engine.lexical import (
+    BM25Index,
+    RankBM25Reference,
+    SparseBM25,
+    aligned_counts,
+    title_tokens,
+    tokenize,
+)
+from engine.store import (
+    META_COLUMNS,
+    Location,
+    Store,
+    ann_nprobes,
+    ann_search,
+    filter_sql,
+    vectors_of,
+)
+from engine.topn import top_n
+
+
+@dataclass
+class IndexSnapshot:
+    """One index version in memory: ids (sorted), vectors, filter columns, BM25, vocabulary."""
+
+    manifest: Manifest
+    ids: list[str]
+    vectors: np.ndarray  # float32 (n, dims), unit rows
+    columns: dict[str, np.ndarray]  # category / priority / doc_type as object arrays
+    keyword_rows: dict[str, np.ndarray]  # keyword -> sorted row indices
+    meta: pa.Table  # metadata columns in row order (for results whose node left the KB)
+    lexical: SparseBM25  # term counts at the index's tokenizer (k1/b applied per config)
+    vocab: Vocabulary | None
+    store: Store
+    # With an approximate vector index (big tables) vectors stay on disk: ``vectors`` is
+    # empty and the vector channel asks LanceDB's index.
+    ann: bool = False
+    row_of: dict[str, int] = field(init=False)
+    _bm25: dict[tuple[object, ...], BM25Index] = field(default_factory=dict, init=False, repr=False)
+    _table: Any = field(default=None, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.row_of = {nid: i for i, nid in enumerate(self.ids)}
+
+    @property
+    def rows(self) -> int:
+        return len(self.ids)
+
+    def meta_row(self, node_id: str) -> dict[str, Any]:
+        """The stored metadata of one row ({} if absent), breadcrumb decoded."""
+        row = self.row_of.get(node_id)
+        if row is None:
+            return {}
+        m = self.meta.slice(row, 1).to_pylist()[0]
+        m["breadcrumb"] = json.loads(m["breadcrumb"] or "[]")
+        m["keywords"] = list(m["keywords"] or [])
+        return m  # type: ignore[no-any-return]
+
+    def mask(self, filters: Mapping[str, Sequence[str]]) -> np.ndarray | None:
+        """Boolean row mask for normalised filters (None = every row)."""
+        if not filters:
+            return None
+        mask = np.ones(self.rows, dtype=bool)
+        for key, values in filters.items():
+            if key == "keywords":
+                hit = np.zeros(self.rows, dtype=bool)
+                for v in values:
+                    rows = self.keyword_rows.get(v)
+                    if rows is not None:
+                        hit[rows] = True
+                mask &= hit
+            else:
+                mask &= np.isin(self.columns[key], list(values))
+        return mask
+
+    def vector_top(
+        self, qvec: np.ndarray, n: int, mask: np.ndarray | None
+    ) -> list[tuple[str, float]]:
+        """Exact cosine top-n (vectors and query are unit length); ties by id ascending.
+
+        With an approximate index: its top-n, asked for more when a filter mask drops some.
+        """
+        if n <= 0 or self.rows == 0 or not np.any(qvec):
+            return []
+        if self.ann:
+            return self._ann_top(qvec, n, mask)
+        # einsum, not BLAS: multi-threaded BLAS on a busy machine (or under concurrent
+        # searches) measured 16 ms for a 939 x 512 mat-vec that einsum does in 0.08 ms.
+        sims = np.einsum("ij,j->i", self.vectors, np.asarray(qvec, dtype=np.float32))
+        cand = np.flatnonzero(mask) if mask is not None else np.arange(self.rows)
+        if len(cand) == 0:
+            return []
+        cand, s = top_n(cand, sims[cand], n)
+        return [(self.ids[int(c)], float(x)) for c, x in zip(cand, s, strict=True)]
+
+    def _ann_top(
+        self, qvec: np.ndarray, n: int, mask: np.ndarray | None
+    ) -> list[tuple[str, float]]:
+        tbl = self._lance_table()
+        nprobes = ann_nprobes(self.manifest.vector_index)
+        if mask is None:
+            return ann_search(tbl, qvec, n, nprobes=nprobes)
+        allowed = int(mask.sum())
+        if allowed == 0:
+            return []
+        # Over-ask by the inverse of the filter's share, doubling until n pass (or all did).
+        want = min(self.rows, max(n, int(n * self.rows / allowed * 1.5)))
+        while True:
+            hits = ann_search(tbl, qvec, want, nprobes=nprobes)
+            kept = [(i, s) for i, s in hits if (r := self.row_of.get(i)) is not None and mask[r]]
+            if len(kept) >= n or len(hits) < want or want >= self.rows:
+                return kept[:n]
+            want = min(self.rows, want * 2)
+
+    def _lance_table(self) -> Any:
+        with self._lock:
+            if self._table is None:
+                self._table = self.store.open_table(self.manifest.table, self.manifest.version)
+            return self._table
+
+    def lance_vector_top(
+        self, qvec: np.ndarray, n: int, filters: Mapping[str, Sequence[str]]
+    ) -> list[tuple[str, float]]:
+        """The same search through LanceDB's flat scan (pinned to this snapshot's version)."""
+        return Store.vector_search(self._lance_table(), qvec, n, filter_sql(filters))
+
+    def bm25(self, cfg: LexicalConfig) -> BM25Index:
+        """The BM25 index for this lexical config (memoised; k1/b re-weight shared counts)."""
+        spec = cfg.tokenizer_spec
+        key = (cfg.backend, spec, cfg.k1, cfg.b, cfg.title_weight, cfg.title_b)
+        with self._lock:
+            hit = self._bm25.get(key)
+            if hit is not None:
+                return hit
+        params = (cfg.k1, cfg.b, cfg.title_weight, cfg.title_b)
+        if spec == self.manifest.tokenizer and cfg.backend == "sparse":
+            built: BM25Index = self.lexical.with_params(*params)
+        else:
+            docs = self._documents(spec)
+            if cfg.backend == "sparse":
+                titles = title_tokens(self._breadcrumbs(), spec)
+                plain = SparseBM25(docs, title_tokens=titles)
+                built = plain.with_params(*params)
+            else:
+                # The reference is plain BM25: it checks the title_weight == 0 case only.
+                built = RankBM25Reference(docs, k1=cfg.k1, b=cfg.b)
+        with self._lock:
+            return self._bm25.setdefault(key, built)
+
+    def _breadcrumbs(self) -> list[list[str]]:
+        """Breadcrumb titles in row order (the BM25F title field's text)."""
+        return [json.loads(b or "[]") for b in self.meta.column("breadcrumb").to_pylist()]
+
+    def _documents(self, tokenizer: str) -> list[list[str]]:
+        """Token lists in row order: stored tokens, or the text re-tokenized if needed."""
+        tbl = self.store.open_table(self.manifest.table, self.manifest.version)
+        if tokenizer == self.manifest.tokenizer:
+            data = Store.read(tbl, ["id", "tokens"])
+            by_id = dict(
+                zip(data.column("id").to_pylist(), data.column("tokens").to_pylist(), strict=True)
+            )
+            return [(by_id.get(i) or "").split() for i in self.ids]
+        # Another tokenizer: re-segment the stored text (slow at scale; sweeps only).
+        data = Store.read(tbl, ["id", "text"])
+        by_id = dict(
+            zip(data.column("id").to_pylist(), data.column("text").to_pylist(), strict=True)
+        )
+        return [tokenize(by_id.get(i) or "", tokenizer) for i in self.ids]
+
+
+def load_snapshot(store: Store, loc: Location, manifest: Manifest) -> IndexSnapshot:
+    """Read one manifest's table version and caches into memory."""
+    tbl = store.open_table(manifest.table, manifest.version)
+    ann = bool(manifest.vector_index)
+    data = Store.read(tbl, list(META_COLUMNS) if ann else [*META_COLUMNS, "vector"])
+    raw_ids = data.column("id").to_pylist()
+    order = sorted(range(len(raw_ids)), key=raw_ids.__getitem__)
+    ids = [raw_ids[i] for i in order]
+    idx = np.array(order, dtype=np.int64)
+    vectors = vectors_of(data)[idx] if len(idx) and not ann else np.zeros((0, 0), np.float32)
+    if len(vectors):
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        vectors = np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
+    cols = {name: data.column(name).to_pylist() for name in META_COLUMNS}
+    columns = {
+        k: np.array([cols[k][i] or "" for i in order], dtype=object)
+        for k in ("category", "priority", "doc_type")
+    }
+    keyword_lists = [cols["keywords"][i] or [] for i in order]
+    kw_rows: dict[str, list[int]] = {}
+    for row, kws in enumerate(keyword_lists):
+        for kw in set(kws):
+            kw_rows.setdefault(kw, []).append(row)
+    meta = data.select([c for c in META_COLUMNS if c not in ("content_hash", "row_hash")])
+    meta = meta.take(pa.array(idx)) if len(idx) else meta
+    lexical = _load_lexical(loc, manifest, ids, tbl)
+    if not lexical.has_title:
+        # An index cached before the title field: segment the stored breadcrumbs once.
+        crumbs = [json.loads(b or "[]") for b in meta.column("breadcrumb").to_pylist()]
+        titles = aligned_counts(title_tokens(crumbs, manifest.tokenizer), lexical.terms)
+        lexical = lexical.with_title(titles)
+    vocab = None
+    if manifest.vocab_terms_file and manifest.vocab_vectors_file:
+        terms = loc.read_text(manifest.vocab_terms_file)
+        vecs = loc.read_bytes(manifest.vocab_vectors_file)
+        if terms is not None and vecs is not None:
+            vocab = Vocabulary.from_files(terms, vecs)
+    return IndexSnapshot(
+        manifest=manifest,
+        ids=ids,
+        vectors=np.ascontiguousarray(vectors, dtype=np.float32),
+        columns=columns,
+        keyword_rows={k: np.array(v, dtype=np.int64) for k, v in kw_rows.items()},
+        meta=meta,
+        lexical=lexical,
+        vocab=vocab,
+        store=store,
+        ann=ann,
+    )
+
+
+def _load_lexical(loc: Location, m: Manifest, ids: list[str], tbl: Any) -> SparseBM25:
+    payload = loc.read_bytes(m.lexical_file) if m.lexical_file else None
+    if payload is not None:
+        cached_ids, body = split_lexical_payload(payload)
+        if cached_ids == ids:
+            return SparseBM25.from_bytes(body, k1=1.5, b=0.75)
+    # Cache missing or misaligned: rebuild from the table's tokens (same result, slower).
+    data = Store.read(tbl, ["id", "tokens"])
+    by_id = dict(zip(data.column("id").to_pylist(), data.column("tokens").to_pylist(), strict=True))
+    return SparseBM25([(by_id.get(i) or "").split() for i in ids])
+
+
+__all__ = ["IndexSnapshot", "load_snapshot"]
