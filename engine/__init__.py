@@ -1,3 +1,45 @@
-"""WikiRAG engine: chapter trees and hybrid search over a Markdown knowledge base."""
+"""WikiRAG engine: chapter trees and hybrid search over a Markdown knowledge base.
+
+The package owns everything from Markdown files to ranked chapters: parsing, the index
+and its life cycle, the retrieval channels, fusion and rerank, and the typed config they
+all read. It imports nothing from ``workbench`` (evaluation, tuning, apps sit on top).
+
+Module map (dependencies point down this list, never up; no cycles):
+
+Contracts and plumbing
+  config         ``EngineConfig``: one frozen, typed config tree, YAML in/out, stable hash
+  errors         ``EngineError`` and friends; messages say how to fix
+  types          result types and the ``Embedder`` / ``Reranker`` protocols
+  atomic         atomic file writes;  yaml_safe: YAML without alias bombs
+  credentials    where API keys come from;  http_json: JSON-over-HTTP for providers
+
+Knowledge base -> chapter trees
+  chapters       the model: ``Node``, ``Document``, ``KnowledgeBase``, ``Problem``
+  front_matter   bytes -> text; YAML/TOML front matter split off
+  markdown_scan  CommonMark block scan: headings, slugs, summaries
+  tree           ``parse_kb`` / ``parse_document``: files -> ``Document`` trees
+  parse_cache    parsed documents reused for unchanged files
+  tree_io        ``chapter_trees.json`` export/import
+
+Models and text
+  embedding      embedding providers (texts -> unit float32 vectors)
+  lexical        jieba tokenizer, BM25 / BM25F over a sparse term matrix
+  expansion      query expansion from the KB's own vocabulary
+  rerank         cross-encoder providers and the passage they see
+
+Index
+  store          the only module that imports lancedb (table rows, side files, ANN)
+  rows           chapter rows (texts, tokens, hashes, metadata) built in batches
+  indexer        build / incremental update / atomic switch (manifest)
+  snapshot       one index version in memory: ids, vectors, filter columns, BM25
+
+Search
+  topn           exact top-n selection shared by both channels
+  channels       expansion + BM25 and vector retrieval -> ``Candidates``
+  pipeline       pure fusion -> rerank merge -> injection -> cut (search and evaluation)
+  response       ranked ids -> ``SearchResult``; node lookups and metadata
+  shared         what engines of one index share: loaded state, model caches
+  search         ``Engine``: open, search, chapter/children/siblings, stats, rebuild
+"""
 
 __version__ = "0.1.0"

@@ -183,7 +183,7 @@ class EngineConfig:
         return dataclasses.asdict(self)
 
     def to_yaml(self) -> str:
-        return yaml.safe_dump(self.to_dict(), sort_keys=True, allow_unicode=True)
+        return str(yaml.safe_dump(self.to_dict(), sort_keys=True, allow_unicode=True))
 
     @property
     def hash(self) -> str:
@@ -202,7 +202,8 @@ class EngineConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> EngineConfig:
-        return _build(cls, fill_legacy(data or {}), "")
+        built: EngineConfig = _build(cls, fill_legacy(data or {}), "")
+        return built
 
     @classmethod
     def from_yaml(cls, text: str) -> EngineConfig:

@@ -76,7 +76,8 @@ def l2_normalise(vectors: np.ndarray) -> np.ndarray:
     """Rows scaled to unit length as float32; all-zero rows stay zero (no NaN)."""
     v = np.asarray(vectors, dtype=np.float32)
     norms = np.linalg.norm(v, axis=-1, keepdims=True)
-    return np.divide(v, norms, out=np.zeros_like(v), where=norms > 0)
+    out: np.ndarray = np.divide(v, norms, out=np.zeros_like(v), where=norms > 0)
+    return out
 
 
 def _check_texts(texts: list[str]) -> list[str]:
@@ -116,7 +117,8 @@ class _BatchedEmbedder:
         """Embed one search query: float32 array (dims,) of unit length."""
         if not isinstance(text, str):
             raise TypeError(f"embed_query takes one string, got {type(text).__name__}")
-        return l2_normalise(self._checked(self._encode([text], query=True), 1))[0]
+        vec: np.ndarray = l2_normalise(self._checked(self._encode([text], query=True), 1))[0]
+        return vec
 
     def _checked(self, out: Any, n: int) -> np.ndarray:
         arr = np.asarray(out, dtype=np.float32)

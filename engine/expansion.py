@@ -15,6 +15,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 
@@ -192,7 +193,10 @@ def expand(
     terms = query_terms(query, mode)
     if not terms:
         return []
-    fn = getattr(embedder_or_fn, "embed_documents", embedder_or_fn)
+    fn = cast(
+        Callable[[list[str]], np.ndarray],
+        getattr(embedder_or_fn, "embed_documents", embedder_or_fn),
+    )
     qvecs = np.zeros((len(terms), vocab.vectors.shape[1]), dtype=np.float32)
     unknown = [i for i, t in enumerate(terms) if t not in vocab.row_of]
     for i, t in enumerate(terms):

@@ -207,7 +207,7 @@ def rerank_order(
     head, tail = list(fused[:n]), list(fused[n:])
     w = cfg.rerank.weight
     top = abs(max((s for _, s in head), default=0.0)) or 1.0
-    scored = []
+    scored: list[tuple[str, float, float | None]] = []
     for nid, fscore in head:
         r = rerank_scores.get(nid)
         if r is None:  # missing score (provider failed for this item): keep fusion order

@@ -73,11 +73,17 @@ def make_reranker(cfg: RerankConfig) -> Reranker | None:
 
 
 class NodeLike(Protocol):
-    title: str
-    breadcrumb: Sequence[str]
-    keywords: Sequence[str] | str
-    summary: str
-    content: str
+    # Read-only members, so a frozen ``Node`` (whose keywords is a property) satisfies it.
+    @property
+    def title(self) -> str: ...
+    @property
+    def breadcrumb(self) -> Sequence[str]: ...
+    @property
+    def keywords(self) -> Sequence[str] | str: ...
+    @property
+    def summary(self) -> str: ...
+    @property
+    def content(self) -> str: ...
 
 
 _ATX = re.compile(r"^ {0,3}#{1,6}(?:[ \t]|$)")

@@ -239,7 +239,8 @@ class Store:
         return tbl
 
     def drop_table(self, name: str) -> None:
-        self.db.drop_table(name, ignore_missing=True)
+        # LanceDBConnection takes ignore_missing; the DBConnection base it is typed as does not.
+        self.db.drop_table(name, ignore_missing=True)  # type: ignore[call-arg]
 
     @staticmethod
     def add(tbl: Any, rows: Sequence[Mapping[str, Any]]) -> None:
@@ -434,7 +435,7 @@ def _to_arrow(rows: Sequence[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:
     for f in schema:
         values = [r.get(f.name) for r in rows]
         if f.name == "vector":
-            mat = np.asarray(np.stack(values), dtype=np.float32)
+            mat = np.asarray(np.stack([np.asarray(v) for v in values]), dtype=np.float32)
             cols[f.name] = pa.FixedSizeListArray.from_arrays(
                 pa.array(mat.ravel(), pa.float32()), f.type.list_size
             )
