@@ -31,7 +31,8 @@ class Problem:
         }
 
 
-@dataclass(frozen=True)
+# slots: no per-instance __dict__ (100k chapters are held by a serving process).
+@dataclass(frozen=True, slots=True)
 class Node:
     """One chapter of a document; level 0 is the document node itself."""
 

@@ -18,7 +18,8 @@ from pathlib import Path
 from engine.atomic import atomic_write_bytes
 from engine.tree import Document, parse_document, source_hash
 
-CACHE_FORMAT = 1
+# 2: Node became a slots dataclass; a format-1 pickle would restore fields wrongly.
+CACHE_FORMAT = 2
 # An mtime within this many ns of when the entry was recorded may hide a later edit.
 RACY_NS = 2_000_000_000
 

@@ -204,27 +204,19 @@ def load_snapshot(store: Store, loc: Location, manifest: Manifest) -> IndexSnaps
     """Read one manifest's table version and caches into memory."""
     tbl = store.open_table(manifest.table, manifest.version)
     ann = bool(manifest.vector_index)
-    data = Store.read(tbl, list(META_COLUMNS) if ann else [*META_COLUMNS, "vector"])
-    raw_ids = data.column("id").to_pylist()
-    order = sorted(range(len(raw_ids)), key=raw_ids.__getitem__)
-    ids = [raw_ids[i] for i in order]
-    idx = np.array(order, dtype=np.int64)
-    vectors = vectors_of(data)[idx] if len(idx) and not ann else np.zeros((0, 0), np.float32)
-    if len(vectors):
-        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        vectors = np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
-    cols = {name: data.column(name).to_pylist() for name in META_COLUMNS}
-    columns = {
-        k: np.array([cols[k][i] or "" for i in order], dtype=object)
-        for k in ("category", "priority", "doc_type")
-    }
-    keyword_lists = [cols["keywords"][i] or [] for i in order]
+    # Columns become Python objects only where a query needs them (ids, keywords): the
+    # serving process's peak memory is what a large index costs (issue 15).
+    data = Store.read(tbl, list(META_COLUMNS))
+    ids, idx = _sorted_ids(data)
+    columns = {k: _str_column(data.column(k), idx) for k in ("category", "priority", "doc_type")}
     kw_rows: dict[str, list[int]] = {}
-    for row, kws in enumerate(keyword_lists):
-        for kw in set(kws):
+    for row, kws in enumerate(data.column("keywords").take(pa.array(idx)).to_pylist()):
+        for kw in set(kws or []):
             kw_rows.setdefault(kw, []).append(row)
     meta = data.select([c for c in META_COLUMNS if c not in ("content_hash", "row_hash")])
     meta = meta.take(pa.array(idx)) if len(idx) else meta
+    del data
+    vectors = _unit_vectors(tbl, ids) if len(idx) and not ann else np.zeros((0, 0), np.float32)
     lexical = _load_lexical(loc, manifest, ids, tbl)
     if not lexical.has_title:
         # An index cached before the title field: segment the stored breadcrumbs once.
@@ -240,7 +232,7 @@ def load_snapshot(store: Store, loc: Location, manifest: Manifest) -> IndexSnaps
     return IndexSnapshot(
         manifest=manifest,
         ids=ids,
-        vectors=np.ascontiguousarray(vectors, dtype=np.float32),
+        vectors=vectors,
         columns=columns,
         keyword_rows={k: np.array(v, dtype=np.int64) for k, v in kw_rows.items()},
         meta=meta,
@@ -249,6 +241,37 @@ def load_snapshot(store: Store, loc: Location, manifest: Manifest) -> IndexSnaps
         store=store,
         ann=ann,
     )
+
+
+def _sorted_ids(data: pa.Table) -> tuple[list[str], np.ndarray]:
+    """Row ids ascending, and the table row of each."""
+    raw_ids = data.column("id").to_pylist()
+    order = sorted(range(len(raw_ids)), key=raw_ids.__getitem__)
+    return [raw_ids[i] for i in order], np.array(order, dtype=np.int64)
+
+
+def _str_column(col: pa.ChunkedArray, idx: np.ndarray) -> np.ndarray:
+    """A string column in ``idx`` order as a fixed-width numpy array (no object per row)."""
+    values = col.take(pa.array(idx)).to_pylist() if len(idx) else []
+    return np.array([v or "" for v in values], dtype=str)
+
+
+def _unit_vectors(tbl: Any, ids: list[str]) -> np.ndarray:
+    """The vector column in ``ids`` order, rows scaled to unit length (zero rows stay zero).
+
+    Read apart from the metadata and normalised in place: one matrix-sized copy at a time.
+    """
+    data = Store.read(tbl, ["id", "vector"])
+    got, idx = _sorted_ids(data)
+    if got != ids:  # pragma: no cover - one table version scans the same rows
+        raise ValueError("the vector column's rows differ from the metadata's")
+    vectors = np.ascontiguousarray(vectors_of(data)[idx], dtype=np.float32)
+    del data
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    ok = norms > 0
+    np.divide(vectors, norms, out=vectors, where=ok)
+    vectors[~ok[:, 0]] = 0.0
+    return vectors
 
 
 def _load_lexical(loc: Location, m: Manifest, ids: list[str], tbl: Any) -> SparseBM25:
