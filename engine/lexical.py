@@ -392,7 +392,9 @@ class SparseBM25:
         # Computed on first query: k1/b sweeps build several of these from shared counts.
         # A race only computes the same matrix twice.
         if self._weights_cache is None:
-            body, title = self.term_major_counts()
+            # Term-major counts made only for this are not kept: a serving process needs
+            # the weights alone (the counts are kept when term_major_counts() was asked for).
+            body, title = self._term_major_cache or self._term_major()
             self._weights_cache = _field_weights(
                 body, title, self.doc_len, self.title_len, self.params
             )
@@ -401,9 +403,12 @@ class SparseBM25:
     def term_major_counts(self) -> tuple[sp.csr_matrix, sp.csr_matrix | None]:
         """(body, title) counts as term x doc CSR (row t lists the docs containing t)."""
         if self._term_major_cache is None:
-            title = self.title_counts.T.tocsr() if self.title_counts is not None else None
-            self._term_major_cache = (self.counts.T.tocsr(), title)
+            self._term_major_cache = self._term_major()
         return self._term_major_cache
+
+    def _term_major(self) -> tuple[sp.csr_matrix, sp.csr_matrix | None]:
+        title = self.title_counts.T.tocsr() if self.title_counts is not None else None
+        return self.counts.T.tocsr(), title
 
     def _accumulate(self, query_tokens: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         scores = np.zeros(self.n_docs, dtype=np.float64)
