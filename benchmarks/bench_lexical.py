@@ -7,7 +7,7 @@ Each set needs an index built with ``wikirag index`` (default embedder). Per set
 
 1. the vector channel and the expansion terms are computed once per query by the engine
    (``Engine.candidates``), exactly as ``wikirag eval`` gets them;
-2. the BM25 channel is re-scored for every variant with ``engine.lexical.BatchScorer``
+2. the BM25 channel is re-scored for every variant with ``engine.bm25_batch.BatchScorer``
    (bit-identical to the live channel) over token counts of the variant's lexical text,
    re-segmented from the KB when a variant drops part of the text (no re-embedding);
 3. keyword, vector and hybrid (default RRF fusion) are then ranked and scored by
@@ -25,9 +25,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from engine.bm25_batch import BatchScorer
 from engine.config import EngineConfig
 from engine.indexer import lexical_text
-from engine.lexical import BatchScorer, BM25Params, SparseBM25, title_tokens, tokenize
+from engine.lexical import BM25Params, SparseBM25, title_tokens, tokenize
 from engine.pipeline import MAX_CACHED_POOL, Candidates
 from engine.search import Engine
 from engine.tree import Node

@@ -23,7 +23,9 @@ Knowledge base -> chapter trees
 
 Models and text
   embedding      embedding providers (texts -> unit float32 vectors)
-  lexical        jieba tokenizer, BM25 / BM25F over a sparse term matrix
+  tokenizer      jieba tokenizer (+ optional stemming), stop words
+  lexical        BM25 / BM25F over a sparse term matrix
+  bm25_batch     many queries x many k1/b settings at once (optimizer, evaluation)
   expansion      query expansion from the KB's own vocabulary
   rerank         cross-encoder providers and the passage they see
 

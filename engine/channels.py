@@ -19,10 +19,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
+from engine.bm25_batch import BatchScorer
 from engine.config import EngineConfig, LexicalConfig
 from engine.errors import EngineError
 from engine.expansion import expand_query
-from engine.lexical import BatchScorer, BM25Params, tokenize
+from engine.lexical import BM25Params, tokenize
 from engine.pipeline import Candidates
 from engine.snapshot import IndexSnapshot
 from engine.store import FILTER_KEYS

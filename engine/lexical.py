@@ -1,4 +1,4 @@
-"""jieba tokenizer and BM25 / BM25F over a scipy.sparse term-document matrix.
+"""BM25 / BM25F over a scipy.sparse term-document matrix (tokens from engine/tokenizer.py).
 
 ``SparseBM25`` scores exactly like rank_bm25's ``BM25Okapi`` (same idf, same epsilon floor
 for negative idf, same length normalisation) but keeps the per-(term, doc) weights in a
@@ -8,133 +8,32 @@ loop over every document. rank_bm25 stays available as ``backend: rank_bm25`` to
 With a second field (the chapter's breadcrumb titles) and ``title_weight > 0`` it scores
 BM25F: per-field length-normalised term frequencies, weighted and summed before the k1
 saturation. At ``title_weight == 0`` it is the plain BM25 above, bit for bit.
-``BatchScorer`` scores many queries at once for many parameter settings (the optimizer).
+``engine.bm25_batch.BatchScorer`` scores many queries at once for many parameter settings.
 """
 
 from __future__ import annotations
 
-import functools
 import io
-import itertools
 import json
-import re
-import threading
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 import scipy.sparse as sp
 
+from engine.tokenizer import (
+    STEM_SUFFIX,
+    STOP_WORDS,
+    TOKENIZER_MODES,
+    parse_tokenizer_spec,
+    stem_word,
+    tokenize,
+    tokenizer_spec,
+    warm_up,
+)
 from engine.topn import top_n
-
-TOKENIZER_MODES = ("jieba-search", "jieba")
-# A tokenizer spec is a mode, plus this suffix when Latin-script words are stemmed (English
-# Snowball / Porter2). The index's manifest records the spec, so a query is never tokenized
-# differently from the chapters it is matched against.
-STEM_SUFFIX = "+stem"
-
-# Function words that carry no topic: dropped from documents and queries alike so a question
-# like "如何…？" does not rank chapters by how often they say "如何".
-_STOP_TEXT = """
-    的 了 是 在 和 与 及 或 也 就 都 而 把 被 对 为 从 以 之 其 这 那 有 吗 呢 吧 啊 呀 么
-    我 你 他 她 它 我们 你们 他们 什么 怎么 怎样 如何 哪些 哪个 为什么 是否 可以 一个 一些
-    很多 一下 哪里 多少 还是 还有 应该 需要 时候 这个 那个 这些 那些 所以 但是 因为 如果
-    a an the of to in on at by for with and or is are was were be been it this that these
-    those as from what which how why do does can
-    i me my we us our you your he she his her they them their its not no yes will would
-    should could may might must shall has have had did so if then than there here when
-    where who whom whose into about over under up down out just only also very more most
-    many much few some any all each every other such own same too both between after
-    before while because through during without within per via etc
-"""
-STOP_WORDS = frozenset(_STOP_TEXT.split())
-
-_PUNCT_ONLY = re.compile(r"^[\W_]+$")
-_jieba_lock = threading.Lock()
-_jieba_ready = False
-
-
-def _jieba() -> Any:
-    """Import and initialise jieba once, without its "Building prefix dict" chatter."""
-    global _jieba_ready
-    import jieba
-
-    if not _jieba_ready:
-        with _jieba_lock:
-            if not _jieba_ready:
-                jieba.setLogLevel(60)
-                jieba.initialize()
-                _jieba_ready = True
-    return jieba
-
-
-def warm_up() -> None:
-    """Load jieba's dictionary now (about 0.5 s) instead of during the first query."""
-    _jieba()
-
-
-def tokenizer_spec(mode: str, stem: bool) -> str:
-    """The spec ``tokenize`` takes (and a manifest records) for a mode and stemming choice."""
-    return f"{mode}{STEM_SUFFIX}" if stem else mode
-
-
-def parse_tokenizer_spec(spec: str) -> tuple[str, bool]:
-    """``"jieba-search+stem"`` -> ``("jieba-search", True)``; ValueError for an unknown spec."""
-    stem = spec.endswith(STEM_SUFFIX)
-    mode = spec[: -len(STEM_SUFFIX)] if stem else spec
-    if mode not in TOKENIZER_MODES:
-        modes = ", ".join(TOKENIZER_MODES)
-        raise ValueError(f"tokenizer must be one of {modes} (optionally +stem); got {spec!r}")
-    return mode, stem
-
-
-# Lowercased Latin-script words (ASCII and Latin-1/Extended-A/B letters) are stemmed; CJK,
-# digits and mixed tokens such as "sha256" or "k8s" are left as jieba cut them.
-_LATIN_WORD = re.compile(r"^[a-z\u00df-\u00f6\u00f8-\u00ff\u0100-\u024f]+$")
-_stem_lock = threading.Lock()
-_stemmer: Any = None
-
-
-@functools.lru_cache(maxsize=262_144)
-def stem_word(word: str) -> str:
-    """English Snowball (Porter2) stem of a lowercased Latin-script word; any other token
-    (Chinese, digits, "sha256") unchanged. Cached: a corpus repeats its tokens, so indexing
-    pays the regex and the stemmer once per distinct token, then one dict lookup each."""
-    global _stemmer
-    if not _LATIN_WORD.match(word):
-        return word
-    # PyStemmer (libstemmer in C): 1.9 us a word on the handbook's 9,404 distinct words,
-    # where pure-Python snowballstemmer took 49 us. A stemmer object is not to be shared
-    # between threads unguarded: one at a time (a miss is microseconds, the lock is cheap).
-    with _stem_lock:
-        if _stemmer is None:
-            import Stemmer
-
-            _stemmer = Stemmer.Stemmer("english")
-        return str(_stemmer.stemWord(word))
-
-
-def tokenize(text: str, mode: str = "jieba-search") -> list[str]:
-    """Segment ``text`` with jieba; lowercase; drop whitespace, punctuation and stop words.
-
-    ``mode`` is a tokenizer spec: with the ``+stem`` suffix Latin-script words are then
-    reduced to their English stem ("databases" and "database" both give "databas").
-    """
-    mode, stem = parse_tokenizer_spec(mode)
-    jieba = _jieba()
-    lowered = text.lower()
-    raw = jieba.cut_for_search(lowered) if mode == "jieba-search" else jieba.cut(lowered)
-    out = []
-    for tok in raw:
-        tok = tok.strip()
-        if not tok or tok in STOP_WORDS or _PUNCT_ONLY.match(tok):
-            continue
-        if stem:
-            tok = stem_word(tok)
-        out.append(tok)
-    return out
 
 
 class BM25Index(Protocol):
@@ -231,7 +130,7 @@ class BM25Params:
     title_b: float = 0.75
 
 
-def _field_weights(
+def field_weights(
     body: sp.csr_matrix,
     title: sp.csr_matrix | None,
     body_len: np.ndarray,
@@ -329,7 +228,7 @@ class SparseBM25:
 
     ``title_counts`` (doc x term, same columns) adds the title field; with
     ``title_weight > 0`` the tf above becomes BM25F's pseudo-frequency (see
-    ``_field_weights``). idf stays the body's: the body text holds the titles too.
+    ``field_weights``). idf stays the body's: the body text holds the titles too.
     """
 
     def __init__(
@@ -395,7 +294,7 @@ class SparseBM25:
             # Term-major counts made only for this are not kept: a serving process needs
             # the weights alone (the counts are kept when term_major_counts() was asked for).
             body, title = self._term_major_cache or self._term_major()
-            self._weights_cache = _field_weights(
+            self._weights_cache = field_weights(
                 body, title, self.doc_len, self.title_len, self.params
             )
         return self._weights_cache
@@ -498,82 +397,6 @@ class SparseBM25:
         return out
 
 
-class BatchScorer:
-    """Top-n of many queries under many parameter settings, one sparse product per setting.
-
-    The query terms' rows of the term-major counts are cut once; a setting re-weights only
-    those rows and multiplies the (query x term) matrix of qf * idf by them. Scores equal
-    ``SparseBM25.with_params(...).top_n`` bit for bit (same terms summed in the same order).
-    """
-
-    def __init__(self, bm25: SparseBM25, queries: Sequence[Sequence[str]]) -> None:
-        self.bm25 = bm25
-        self.n_queries = len(queries)
-        rows: list[int] = []
-        cols: list[int] = []
-        for qi, q in enumerate(queries):
-            for tok in q:
-                t = bm25.term_index.get(tok)
-                if t is not None:
-                    rows.append(qi)
-                    cols.append(t)
-        used = np.unique(np.asarray(cols, dtype=np.int64))
-        local = np.searchsorted(used, np.asarray(cols, dtype=np.int64))
-        qf = sp.coo_matrix(
-            (np.ones(len(rows)), (np.asarray(rows, dtype=np.int64), local)),
-            shape=(self.n_queries, len(used)),
-        ).tocsr()
-        qf.sum_duplicates()
-        qf.sort_indices()
-        qf.data = qf.data * bm25.idf[used][qf.indices]
-        self._query = qf
-        body, title = bm25.term_major_counts()
-        self._body = body[used]
-        self._title = title[used] if title is not None else None
-
-    def top_n(
-        self, params: BM25Params, n: int, allowed_mask: np.ndarray | None = None
-    ) -> list[list[tuple[int, float]]]:
-        """Per query, the best ``n`` (doc index, score) with score > 0, ties by doc index."""
-        b = self.bm25
-        weights = _field_weights(self._body, self._title, b.doc_len, b.title_len, params)
-        out: list[list[tuple[int, float]]] = []
-        # Common query terms touch most chapters, so the score matrix is nearly dense: select
-        # on dense blocks of rows (bounded memory) with one vectorised partition per block
-        # instead of a Python-level top-n per query (which took most of the time).
-        step = max(1, _BLOCK_CELLS // max(1, b.n_docs))
-        for start in range(0, self.n_queries, step):
-            block = (self._query[start : start + step] @ weights).toarray()
-            out.extend(_block_top(block, n, allowed_mask))
-        return out
-
-
-_BLOCK_CELLS = 4_000_000  # score cells per dense block (32 MB of float64)
-
-
-def _block_top(
-    scores: np.ndarray, n: int, allowed_mask: np.ndarray | None
-) -> list[list[tuple[int, float]]]:
-    """Row-wise ``_top``: score > 0, allowed, score descending then column ascending."""
-    n_rows, n_cols = scores.shape
-    if n <= 0 or n_cols == 0:
-        return [[] for _ in range(n_rows)]
-    if allowed_mask is not None:
-        scores[:, ~allowed_mask] = 0.0
-    keep = scores > 0
-    if n_cols > n:
-        # Everything tied with the n-th best stays in, so the exact tie-break below holds.
-        kth = np.partition(scores, n_cols - n, axis=1)[:, n_cols - n]
-        keep &= scores >= kth[:, None]
-    rows, cols = np.nonzero(keep)
-    vals = scores[rows, cols]
-    order = np.lexsort((cols, -vals, rows))
-    rows, cols, vals = rows[order], cols[order], vals[order]
-    bounds = np.searchsorted(rows, np.arange(n_rows + 1))
-    cut = [(s, min(s + n, e)) for s, e in itertools.pairwise(bounds.tolist())]
-    return [list(zip(cols[s:m].tolist(), vals[s:m].tolist(), strict=True)) for s, m in cut]
-
-
 class RankBM25Reference:
     """rank_bm25's BM25Okapi behind the same interface (the reference; O(N) per query)."""
 
@@ -619,3 +442,26 @@ def _top(
         return []
     cand, s = top_n(cand, scores[cand], n)
     return [(int(c), float(x)) for c, x in zip(cand, s, strict=True)]
+
+
+# The tokenizer's names stay importable from here (engine/tokenizer.py owns them).
+__all__ = [
+    "STEM_SUFFIX",
+    "STOP_WORDS",
+    "TOKENIZER_MODES",
+    "BM25Index",
+    "BM25Params",
+    "RankBM25Reference",
+    "SparseBM25",
+    "aligned_counts",
+    "count_matrix",
+    "field_weights",
+    "make_bm25",
+    "parse_tokenizer_spec",
+    "replace_rows",
+    "stem_word",
+    "title_tokens",
+    "tokenize",
+    "tokenizer_spec",
+    "warm_up",
+]

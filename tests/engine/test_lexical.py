@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rank_bm25 import BM25Okapi
 
+from engine.bm25_batch import BatchScorer
 from engine.lexical import (
     TOKENIZER_MODES,
-    BatchScorer,
     BM25Params,
     RankBM25Reference,
     SparseBM25,
