@@ -300,7 +300,7 @@ def _tokenize_before_stemming(text: str, mode: str) -> list[str]:
     """``tokenize`` as it was before the ``+stem`` spec (copied), the unstemmed reference."""
     import jieba
 
-    from engine.lexical import _PUNCT_ONLY, STOP_WORDS
+    from engine.tokenizer import _PUNCT_ONLY, STOP_WORDS
 
     lowered = text.lower()
     raw = jieba.cut_for_search(lowered) if mode == "jieba-search" else jieba.cut(lowered)
