@@ -23,6 +23,7 @@ Knowledge base -> chapter trees
 
 Models and text
   embedding      embedding providers (texts -> unit float32 vectors)
+  cjk            which characters are CJK ideographs (one definition)
   tokenizer      jieba tokenizer (+ optional stemming), stop words
   lexical        BM25 / BM25F over a sparse term matrix
   bm25_batch     many queries x many k1/b settings at once (optimizer, evaluation)
@@ -33,6 +34,7 @@ Index
   store          the only module that imports lancedb (table rows, side files, ANN)
   rows           chapter rows (texts, tokens, hashes, metadata) built in batches
   indexer        build / incremental update / atomic switch (manifest)
+  ray_build      the same build fanned out over a Ray cluster (imported only with --ray)
   snapshot       one index version in memory: ids, vectors, filter columns, BM25
 
 Search
