@@ -29,8 +29,6 @@ from engine.channels import (
     query_tokens,
     retrieve,
 )
-import numpy as np
-
 from engine.config import EngineConfig
 from engine.errors import ConfigError, EngineError, ProviderError
 from engine.indexer import (
