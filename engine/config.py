@@ -29,8 +29,13 @@ def _choice(*values: str, default: str) -> Any:
     return field(default=default, metadata={"choices": values})
 
 
-def _num(default: float | int, lo: float | None = None, hi: float | None = None) -> Any:
-    return field(default=default, metadata={"range": (lo, hi)})
+def _num(
+    default: float | int, lo: float | None = None, hi: float | None = None, *, hashed: bool = True
+) -> Any:
+    meta: dict[str, Any] = {"range": (lo, hi)}
+    if not hashed:
+        meta["hashed"] = False
+    return field(default=default, metadata=meta)
 
 
 @dataclass(frozen=True)
@@ -153,8 +158,10 @@ class IndexConfig:
     # From this many chapters a full build adds an approximate vector index (LanceDB) and
     # serving searches through it instead of an exact scan of every vector held in memory
     # (exact costs rows x dims x 4 bytes and one pass over them per query). 0 = never.
-    # Below the threshold nothing changes. Measured in docs/benchmarks.md ("Scale").
-    ann_min_rows: int = _num(200_000, 0, None)
+    # Below the threshold nothing changes. Measured in docs/benchmarks.md ("Scale"). Like
+    # ray_address it is how the index is searched at scale, not what a config computes: it
+    # is left out of the config hash (recorded hashes stay valid) and of the index identity.
+    ann_min_rows: int = _num(200_000, 0, None, hashed=False)
 
 
 @dataclass(frozen=True)
