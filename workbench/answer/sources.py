@@ -17,7 +17,7 @@ THIN_CHARS = 40  # a chapter with less own text than this borrows its first chil
 class Retriever(Protocol):
     """What the chat needs from the engine (``engine.search.Engine`` satisfies it)."""
 
-    def search(self, query: str, *, top_k: int | None = None, **kw: Any) -> SearchResponse: ...
+    def search(self, query: str, *, top_k: int | None = None) -> SearchResponse: ...
 
     def chapter(self, node_id: str) -> Any: ...  # -> engine.tree.Node
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING, Any
 
 from engine.atomic import atomic_write_text
 from workbench.commands.common import (
@@ -13,6 +14,9 @@ from workbench.commands.common import (
     print_json,
     workspace,
 )
+
+if TYPE_CHECKING:
+    from workbench.answer.conversations import ChatStore
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -44,7 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     rp.set_defaults(func=_replay)
 
 
-def _store(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+def _store(args: argparse.Namespace) -> ChatStore:
     from workbench.answer.conversations import ChatStore
 
     return ChatStore(workspace(args).experiments)
@@ -110,7 +114,7 @@ def _replay(args: argparse.Namespace) -> int:
     engine = Engine.open(ws.kb, ws.index, cfg)
     llm = LLMClient.from_config(cfg.llm, kb=ws.kb)
 
-    def ask(question: str, history: list) -> object:  # type: ignore[type-arg]
+    def ask(question: str, history: list[Any]) -> object:
         return answer(
             question, engine, cfg, history=history, llm=llm, mode=args.mode, top_k=args.top_k
         )
