@@ -138,6 +138,38 @@ def vocabulary_from_df(
     return [t for t, _ in ranked[:cap]]
 
 
+def vocabulary_from_counts(
+    terms: Sequence[str],
+    df: np.ndarray,
+    always: Iterable[str] = (),
+    *,
+    min_docs: int = MIN_TERM_DOCS,
+    cap: int = DEFAULT_VOCAB_CAP,
+) -> list[str]:
+    """``vocabulary_from_df`` for ``df[i]`` = document frequency of ``terms[i]``, same result.
+
+    Looks only at the most frequent terms (in numpy) instead of every term of the corpus:
+    at 100k chapters, 100k terms in Python took 0.4 s per index update.
+    """
+    firsts = sorted({t for t in always if is_vocab_term(t)})
+    if len(firsts) >= cap:
+        return firsts[:cap]
+    need, skip = cap - len(firsts), set(firsts)
+    cand = np.flatnonzero(df >= max(min_docs, 1))
+    cand = cand[np.argsort(-df[cand], kind="stable")]
+    picked: list[tuple[int, str]] = []
+    last = None
+    for i in cand.tolist():
+        n = int(df[i])
+        if len(picked) >= need and n != last:
+            break  # every term as frequent as the last one picked is in (ties sort by term)
+        t = terms[i]
+        if t not in skip and is_vocab_term(t):
+            picked.append((-n, t))
+            last = n
+    return firsts + [t for _, t in sorted(picked)[:need]]
+
+
 def embed_vocabulary(
     terms: Sequence[str],
     embedder: Embedder,
@@ -193,6 +225,7 @@ def expand(
     terms = query_terms(query, mode)
     if not terms:
         return []
+    # An embedder's embed_documents, or the function given (tests pass a plain function).
     fn = cast(
         Callable[[list[str]], np.ndarray],
         getattr(embedder_or_fn, "embed_documents", embedder_or_fn),

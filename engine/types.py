@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
+
+# progress(done, total, stage) of a long step (index builds: embed, write, lexical, vocab).
+ProgressFn = Callable[[int, int, str], None]
 
 
 @dataclass(frozen=True)

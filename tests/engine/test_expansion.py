@@ -134,3 +134,25 @@ def test_expand_query_chooses_vocabulary_then_dictionary() -> None:
     no_dict = ExpansionConfig(enabled=True, use_fallback_dictionary=False)
     assert expand_query("检索", no_dict, emb, None) == []
     assert expand_query("检索", ExpansionConfig(enabled=False), emb, vocab) == []
+
+
+def test_vocabulary_from_counts_equals_vocabulary_from_df() -> None:
+    # Ties at the cap, numbers and 1-char terms (never kept), title terms rare or frequent.
+    import random
+
+    import numpy as np
+
+    from engine.expansion import vocabulary_from_counts, vocabulary_from_df
+
+    rng = random.Random(3)
+    for _ in range(300):
+        terms = [
+            rng.choice(["检索", "召回", "a", "42", "x1", "重排", "bm25"]) + str(i)
+            for i in range(50)
+        ]
+        terms += ["1", "3.5", "z"]
+        df = np.array([rng.choice([0, 1, 2, 2, 3, 5, 5, 9]) for _ in terms])
+        always = rng.sample(terms, rng.randint(0, 6)) + ["标题词"] * rng.randint(0, 1)
+        cap = rng.randint(1, 60)
+        want = vocabulary_from_df(dict(zip(terms, df.tolist(), strict=True)), always, cap=cap)
+        assert vocabulary_from_counts(terms, df, always, cap=cap) == want

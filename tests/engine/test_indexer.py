@@ -339,10 +339,8 @@ def test_incremental_update_equals_a_full_rebuild(
     idx = tmp_path / "idx"
     _build(kb_dir, idx)
     recounted: list[str] = []
-    real = indexer._lexical_from_table
-    monkeypatch.setattr(
-        indexer, "_lexical_from_table", lambda *a: recounted.append("x") or real(*a)
-    )
+    real = indexer.lexical_from_table
+    monkeypatch.setattr(indexer, "lexical_from_table", lambda *a: recounted.append("x") or real(*a))
     # An edited chapter, a renamed heading, new keywords, a new file, a deleted file.
     p = kb_dir / "retrieval/rerank.md"
     text = p.read_text().replace("候选数不宜超过 35。", "候选数不宜超过 20。")
@@ -366,15 +364,15 @@ def test_incremental_update_equals_a_full_rebuild(
 def test_unchanged_files_are_not_hashed_again(
     kb_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import engine.indexer as indexer
+    import engine.index_plan as index_plan
 
     _build(kb_dir, tmp_path / "idx")
     p = kb_dir / "rag/chunking.md"
     p.write_text(p.read_text() + "\n补充。\n", "utf-8")
     hashed: list[str] = []
-    real = indexer.node_hashes
+    real = index_plan.node_hashes
     monkeypatch.setattr(
-        indexer, "node_hashes", lambda n, *a, **k: hashed.append(n.node_id) or real(n, *a, **k)
+        index_plan, "node_hashes", lambda n, *a, **k: hashed.append(n.node_id) or real(n, *a, **k)
     )
     report = _build(kb_dir, tmp_path / "idx")
     assert report.updated == 1
@@ -402,9 +400,9 @@ def test_index_written_before_update_caches_is_updated_by_recounting(
 def test_worker_processes_build_the_same_index(
     kb_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import engine.indexer as indexer
+    import engine.table_write as table_write
 
-    monkeypatch.setattr(indexer, "ROW_BATCH", 5)  # 3 batches over 2 workers: order matters
+    monkeypatch.setattr(table_write, "ROW_BATCH", 5)  # 3 batches over 2 workers: order matters
     build_index(
         parse_kb(kb_dir), HASH_CFG, str(tmp_path / "one"), embedder=CountingEmbedder(), workers=1
     )

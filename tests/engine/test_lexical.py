@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -387,3 +388,36 @@ def test_replace_rows_rejects_an_id_that_is_still_there() -> None:
     new, new_terms = count_matrix([["c"]])
     with pytest.raises(ValueError, match="already in the matrix"):
         replace_rows(["x", "y"], counts, terms, [], ["y"], new, new_terms)
+
+
+def test_replace_rows_equals_a_recount_for_random_edits() -> None:
+    # Drops, re-added ids, new ids before/between/after the kept ones, several new rows at
+    # one insertion point, empty rows and an emptied matrix: every row and term as counted.
+    rng = random.Random(1)
+    for _ in range(200):
+        words = [f"w{i}" for i in range(rng.randint(1, 30))]
+        docs = {
+            f"d{i:03d}": rng.choices(words, k=rng.randint(0, 8))
+            for i in rng.sample(range(200), rng.randint(0, 40))
+        }
+        ids = sorted(docs)
+        counts, terms = count_matrix(docs[i] for i in ids)
+        drop = rng.sample(ids, rng.randint(0, len(ids)))
+        new_ids = [d for d in drop if rng.random() < 0.5]
+        new_ids += [f"d{i:03d}" for i in rng.sample(range(200, 260), rng.randint(0, 5))]
+        new_ids += ["a0"] if rng.random() < 0.3 else []
+        rng.shuffle(new_ids)
+        fresh = {i: rng.choices([*words, "新"], k=rng.randint(0, 6)) for i in new_ids}
+        new_counts, new_terms = count_matrix(fresh[i] for i in new_ids)
+        got_ids, got, got_terms = replace_rows(
+            ids, counts, terms, drop, new_ids, new_counts, new_terms
+        )
+        after = {k: v for k, v in docs.items() if k not in drop} | fresh
+        assert got_ids == sorted(after)
+        assert got.has_sorted_indices
+        rows = [
+            {got_terms[c]: v for c, v in zip(r.indices, r.data, strict=True)}
+            for r in (got.getrow(i) for i in range(got.shape[0]))
+        ]
+        assert rows == [dict(Counter(after[i])) for i in got_ids]
+        assert set(got_terms) == {w for v in after.values() for w in v}

@@ -1,0 +1,121 @@
+"""``manifest.json``: what an index folder holds now, read and written as one JSON object.
+
+The manifest names the current table *and version*, the embedder signature, one hash pair
+per node, every indexed file's source hash and the cache files of that exact build.
+Writing it (atomically) is the switch-over of every build; readers load exactly what it
+names, so a build in progress never shows.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+
+from engine.errors import EngineError, IndexMissingError
+from engine.store import Location
+from engine.types import EmbedderSignature
+
+MANIFEST = "manifest.json"
+SUMMARIES = "summaries.json"  # LLM chapter summaries (workbench/answer/summaries.py writes it)
+MANIFEST_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """What ``manifest.json`` records about the current index."""
+
+    table: str
+    version: int
+    signature: dict[str, Any]  # EmbedderSignature.to_dict()
+    tokenizer: str
+    content_chars: int
+    nodes: dict[str, Sequence[str]]  # node_id -> [embed hash, row hash]
+    kb_fingerprint: str
+    created_at: str
+    updated_at: str
+    build_id: str  # names this exact table version and its caches
+    lexical_file: str = ""
+    crumbs_file: str = ""  # the BM25 title field's counts over its own terms (for updates)
+    vocab_terms_file: str = ""
+    vocab_vectors_file: str = ""
+    summaries: dict[str, str] = field(default_factory=dict)  # LLM summaries used, by content hash
+    format: int = MANIFEST_FORMAT
+    # For updates in proportion to the change: the source hash of every indexed file (its
+    # nodes' hashes are reused while it is unchanged and ``hash_context`` holds), and how
+    # many rows give each title/keyword term (the vocabulary keeps those terms).
+    files: dict[str, str] = field(default_factory=dict)
+    hash_context: str = ""
+    title_terms: dict[str, int] | None = None
+    vector_index: str = ""  # the approximate vector index ("" = exact search in memory)
+
+    @property
+    def embedder_signature(self) -> EmbedderSignature:
+        return EmbedderSignature(**self.signature)
+
+    def to_json(self) -> str:
+        return self.to_json_bytes().decode("utf-8")
+
+    def to_json_bytes(self) -> bytes:
+        # Not asdict(): it deep-copies every node's hash pair. orjson, not json: at 100k
+        # nodes json took 0.6 s to write and as long to read, once per update each.
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        return orjson.dumps(data, option=orjson.OPT_SORT_KEYS)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Manifest:
+        data = orjson.loads(text)
+        if not isinstance(data, dict):
+            raise TypeError(f"expected a JSON object, got {type(data).__name__}")
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def read_manifest(loc: Location) -> Manifest | None:
+    """The manifest at ``loc`` (None when there is no index yet)."""
+    data = loc.read_bytes(MANIFEST)
+    if data is None:
+        return None
+    try:
+        return Manifest.from_json(data)
+    except (ValueError, TypeError) as exc:
+        raise EngineError(
+            f"{loc.uri}/{MANIFEST} is unreadable ({exc}); rebuild with `wikirag index --force`"
+        ) from exc
+
+
+def require_manifest(loc: Location, kb_hint: str = "DIR") -> Manifest:
+    """The manifest at ``loc``; IndexMissingError saying how to build one when absent."""
+    m = read_manifest(loc)
+    if m is None:
+        raise IndexMissingError(f"no index at {loc.uri}; run `wikirag index --kb {kb_hint}`")
+    return m
+
+
+def write_manifest(loc: Location, manifest: Manifest) -> None:
+    """The switch-over: one atomic write makes ``manifest``'s table version current."""
+    loc.write_bytes(MANIFEST, manifest.to_json_bytes())
+
+
+def load_llm_summaries(loc: Location) -> dict[str, str]:
+    """``summaries.json`` beside the index ({} when absent): content hash -> summary."""
+    text = loc.read_text(SUMMARIES)
+    if text is None:
+        return {}
+    try:
+        data = json.loads(text)
+        entries = data.get("summaries", {})
+        return {k: str(v["summary"]) for k, v in entries.items() if v.get("summary")}
+    except (ValueError, AttributeError, KeyError, TypeError) as exc:
+        raise EngineError(
+            f"{loc.uri}/{SUMMARIES} is unreadable ({exc}); delete it or rerun the summaries"
+        ) from exc
+
+
+def now_stamp() -> str:
+    """UTC time as the manifest records it (microseconds, so updates within a second differ)."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
