@@ -17,9 +17,10 @@ import orjson
 import scipy.sparse as sp
 
 from engine.expansion import Vocabulary, embed_vocabulary, vocabulary_from_counts
-from engine.lexical import count_matrix, counts_payload, read_counts_payload, title_tokens
+from engine.lexical import count_matrix, title_tokens
 from engine.manifest import MANIFEST, Manifest
 from engine.rows import title_terms_of
+from engine.sparse_counts import counts_payload, read_counts_payload
 from engine.store import Location, Store, sql_str
 from engine.term_counts import LexicalCounts, aligned
 from engine.types import Embedder, ProgressFn

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from engine.lexical import replace_rows
 from engine.rows import RowBatch
+from engine.sparse_counts import replace_rows
 
 # (data, column indices, indptr) of one CSR block whose columns are already remapped.
 _Block = tuple[np.ndarray, np.ndarray, np.ndarray]
