@@ -25,6 +25,7 @@ Models and text
   embedding      embedding providers (texts -> unit float32 vectors)
   cjk            which characters are CJK ideographs (one definition)
   tokenizer      jieba tokenizer (+ optional stemming), stop words
+  sparse_counts  term-count matrices as data: count, align, patch rows, save, load
   lexical        BM25 / BM25F over a sparse term matrix
   bm25_batch     many queries x many k1/b settings at once (optimizer, evaluation)
   expansion      query expansion from the KB's own vocabulary
@@ -33,7 +34,12 @@ Models and text
 Index
   store          the only module that imports lancedb (table rows, side files, ANN)
   rows           chapter rows (texts, tokens, hashes, metadata) built in batches
-  indexer        build / incremental update / atomic switch (manifest)
+  manifest       ``manifest.json``: the current table, version, hashes, side files
+  index_plan     what an update must do: KB hashes against the manifest's; freshness
+  term_counts    an index's BM25 count matrices, stacked from batches or patched
+  index_caches   the side files of a table version: BM25 counts, expansion vocabulary
+  table_write    rows into the table: full build in batches, update of the changes
+  indexer        build / incremental update / ANN index / atomic switch (manifest)
   ray_build      the same build fanned out over a Ray cluster (imported only with --ray)
   snapshot       one index version in memory: ids, vectors, filter columns, BM25
 
