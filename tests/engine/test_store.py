@@ -371,6 +371,36 @@ def test_an_update_that_takes_the_table_past_the_threshold_adds_the_vector_index
     assert np.mean(recall) >= 0.95
 
 
+@pytest.mark.slow
+def test_lowering_the_threshold_gives_an_unchanged_kb_the_vector_index_without_a_rebuild(
+    tmp_path: Path,
+) -> None:
+    from engine.indexer import build_index, read_manifest
+    from engine.search import Engine
+    from engine.tree import parse_kb
+    from workbench.bench import synthetic_kb
+
+    synthetic_kb(tmp_path / "kb", 600, seed=7)
+    kb = parse_kb(tmp_path / "kb")
+    idx = str(tmp_path / "idx")
+    build_index(kb, HASH_CFG.with_overrides({"index.ann_min_rows": 0}), idx)
+    before = read_manifest(Location(idx))
+    assert before.vector_index == ""
+    lowered = HASH_CFG.with_overrides({"index.ann_min_rows": len(kb.nodes)})
+    report = build_index(kb, lowered, idx)
+    assert not report.full_rebuild and report.embedded == 0
+    after = read_manifest(Location(idx))
+    assert after.vector_index.startswith("IVF_PQ/cosine/")
+    # Same table and rows; the manifest names the version that holds the index.
+    assert after.table == before.table and after.nodes == before.nodes
+    assert after.version > before.version and report.version == after.version
+    snap = Engine.from_kb(kb, idx, lowered)._shared.current().snapshot
+    assert snap.ann and snap.vectors.size == 0
+    # Nothing more to do the next time: the manifest stays as it is.
+    build_index(kb, lowered, idx)
+    assert read_manifest(Location(idx)) == after
+
+
 def test_a_query_probes_most_of_the_vector_index_partitions_and_at_least_32() -> None:
     from engine.store import ann_nprobes
 
