@@ -6,13 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from workbench.commands.common import (
-    add_workspace_args,
-    effective_config,
-    info,
-    print_json,
-    workspace,
-)
+from workbench.commands import common
 
 SUMMARY_FILE = "summaries.json"
 
@@ -20,7 +14,7 @@ SUMMARY_FILE = "summaries.json"
 def register(sub: argparse._SubParsersAction) -> None:
     ask = sub.add_parser("ask", help="answer a question from the KB with numbered citations")
     ask.add_argument("question", help="the question, in quotes")
-    add_workspace_args(ask)
+    common.add_workspace_args(ask)
     ask.add_argument(
         "--mode",
         choices=("loop", "tools"),
@@ -42,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     summ = sub.add_parser(
         "summarize", help="write 1-2 sentence LLM summaries per chapter to <index>/summaries.json"
     )
-    add_workspace_args(summ)
+    common.add_workspace_args(summ)
     summ.set_defaults(func=_summarize)
 
 
@@ -53,8 +47,8 @@ def _ask(args: argparse.Namespace) -> int:
 
     if args.top_k < 1:
         raise ValueError("--top-k must be at least 1")
-    ws = workspace(args)
-    cfg = effective_config(args, ws)
+    ws = common.workspace(args)
+    cfg = common.effective_config(args, ws)
     engine = Engine.open(ws.kb, ws.index, cfg)
     llm = LLMClient.from_config(cfg.llm, kb=ws.kb)
     history: list[Any] = []
@@ -72,10 +66,10 @@ def _ask(args: argparse.Namespace) -> int:
     if store is not None:
         cid = cid or store.start(args.question)
         n = store.add_turn(cid, ans, "cli", cfg.hash)
-        info(f"kept as turn {n} of conversation {cid} (`wikirag chats show {cid}`)")
+        common.info(f"kept as turn {n} of conversation {cid} (`wikirag chats show {cid}`)")
     if args.json:
         d = ans.to_dict()
-        print_json({k: d[k] for k in _JSON_KEYS})
+        common.print_json({k: d[k] for k in _JSON_KEYS})
         return 0
     sys.stdout.write(render_answer(ans.to_dict()))
     return 0
@@ -117,16 +111,16 @@ def _summarize(args: argparse.Namespace) -> int:
     from workbench.answer.llm import LLMClient
     from workbench.answer.summaries import summarize_kb
 
-    ws = workspace(args)
-    cfg = effective_config(args, ws)
+    ws = common.workspace(args)
+    cfg = common.effective_config(args, ws)
     llm = LLMClient.from_config(cfg.llm, kb=ws.kb)
     kb = parse_kb(ws.kb)
     path = ws.index / SUMMARY_FILE
 
     def progress(done: int, total: int) -> None:
         if done == total or done % 10 == 0:
-            info(f"summarised {done}/{total}")
+            common.info(f"summarised {done}/{total}")
 
     n_new, n_cached = summarize_kb(kb, llm, path, progress=progress)
-    info(f"{n_new} new summaries, {n_cached} cached; written to {path}")
+    common.info(f"{n_new} new summaries, {n_cached} cached; written to {path}")
     return 0

@@ -7,13 +7,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from engine.atomic import atomic_write_text
-from workbench.commands.common import (
-    add_workspace_args,
-    effective_config,
-    info,
-    print_json,
-    workspace,
-)
+from workbench.commands import common
 
 if TYPE_CHECKING:
     from workbench.answer.conversations import ChatStore
@@ -41,7 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "replay", help="ask a conversation's questions again under another config, side by side"
     )
     rp.add_argument("id")
-    add_workspace_args(rp)
+    common.add_workspace_args(rp)
     rp.add_argument("--mode", choices=("loop", "tools"), default="loop")
     rp.add_argument("--top-k", type=int, default=5)
     rp.add_argument("--json", action="store_true", help="machine-readable output on stdout")
@@ -51,17 +45,17 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _store(args: argparse.Namespace) -> ChatStore:
     from workbench.answer.conversations import ChatStore
 
-    return ChatStore(workspace(args).experiments)
+    return ChatStore(common.workspace(args).experiments)
 
 
 def _list(args: argparse.Namespace) -> int:
     store = _store(args)
     convs, counts = store.list(), store.turn_counts()
     if args.json:
-        print_json([{**c.to_dict(), "turns": counts.get(c.id, 0)} for c in convs])
+        common.print_json([{**c.to_dict(), "turns": counts.get(c.id, 0)} for c in convs])
         return 0
     if not convs:
-        info("no conversations yet: ask on the Chat page (`wikirag ui`)")
+        common.info("no conversations yet: ask on the Chat page (`wikirag ui`)")
         return 0
     for c in convs:
         sys.stdout.write(f"{c.id}  {c.updated}  {counts.get(c.id, 0):>3} turns  {c.title}\n")
@@ -71,7 +65,7 @@ def _list(args: argparse.Namespace) -> int:
 def _show(args: argparse.Namespace) -> int:
     conv = _store(args).load(args.id)
     if args.json:
-        print_json(conv.to_dict())
+        common.print_json(conv.to_dict())
     else:
         sys.stdout.write(conv.to_markdown() + "\n")
     return 0
@@ -81,7 +75,7 @@ def _delete(args: argparse.Namespace) -> int:
     store = _store(args)
     store.load(args.id)  # a clear error when it does not exist
     store.delete(args.id)
-    info(f"deleted conversation {args.id}")
+    common.info(f"deleted conversation {args.id}")
     return 0
 
 
@@ -96,7 +90,7 @@ def _export(args: argparse.Namespace) -> int:
     else:
         raise ValueError(f"--out must end in .md or .json; got {args.out!r}")
     atomic_write_text(args.out, text)
-    info(f"wrote {args.out}")
+    common.info(f"wrote {args.out}")
     return 0
 
 
@@ -108,8 +102,8 @@ def _replay(args: argparse.Namespace) -> int:
     from workbench.answer.conversations import compare_replay, replay
     from workbench.answer.llm import LLMClient
 
-    ws = workspace(args)
-    cfg = effective_config(args, ws)
+    ws = common.workspace(args)
+    cfg = common.effective_config(args, ws)
     conv = _store(args).load(args.id)
     engine = Engine.open(ws.kb, ws.index, cfg)
     llm = LLMClient.from_config(cfg.llm, kb=ws.kb)
@@ -121,7 +115,7 @@ def _replay(args: argparse.Namespace) -> int:
 
     rows = compare_replay(conv, replay(conv, ask))
     if args.json:
-        print_json(
+        common.print_json(
             {
                 "conversation": conv.id,
                 "config_hash": cfg.hash,

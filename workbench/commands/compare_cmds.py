@@ -6,13 +6,7 @@ import argparse
 import sys
 
 from engine.atomic import atomic_write_text
-from workbench.commands.common import (
-    add_workspace_args,
-    effective_config,
-    info,
-    print_json,
-    workspace,
-)
+from workbench.commands import common
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -37,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.set_defaults(func=_compare)
 
     s = sub.add_parser("sweep", help="evaluate a grid over 1-2 config keys (tune + holdout)")
-    add_workspace_args(s, dataset=True)
+    common.add_workspace_args(s, dataset=True)
     s.add_argument(
         "--grid",
         action="append",
@@ -58,7 +52,7 @@ def _compare(args: argparse.Namespace) -> int:
     if not 2 <= len(args.configs) <= 4:
         raise ValueError(f"compare takes 2 to 4 configs; got {len(args.configs)}")
     args.config = None
-    ws = workspace(args)
+    ws = common.workspace(args)
     configs = [parse_config_spec(s, ws) for s in args.configs]
     gs = golden.load(ws.dataset)
     cmp = compare_configs(
@@ -67,16 +61,16 @@ def _compare(args: argparse.Namespace) -> int:
         gs,
         split=args.split,
         mode=args.mode,
-        progress=lambda i, n, label: info(f"[{i}/{n}] {label}"),
+        progress=lambda i, n, label: common.info(f"[{i}/{n}] {label}"),
     )
     md = cmp.to_markdown()
     if args.md:
         from pathlib import Path
 
         atomic_write_text(Path(args.md), md)
-        info(f"markdown: {args.md}")
+        common.info(f"markdown: {args.md}")
     if args.json:
-        print_json(cmp.to_dict())
+        common.print_json(cmp.to_dict())
     else:
         sys.stdout.write(md)
     return 0
@@ -86,14 +80,14 @@ def _sweep(args: argparse.Namespace) -> int:
     from workbench.eval import golden
     from workbench.tune.sweep import format_sweep, parse_grid_arg, sweep
 
-    ws = workspace(args)
-    base = effective_config(args, ws)
+    ws = common.workspace(args)
+    base = common.effective_config(args, ws)
     grid = dict(parse_grid_arg(g) for g in args.grid)
     if len(grid) != len(args.grid):
         raise ValueError("each --grid needs a different key")
     gs = golden.load(ws.dataset)
     result = sweep(
-        ws, base, grid, gs, split=args.split, progress=lambda i, n, p: info(f"[{i}/{n}] {p}")
+        ws, base, grid, gs, split=args.split, progress=lambda i, n, p: common.info(f"[{i}/{n}] {p}")
     )
     if args.csv:
         from pathlib import Path
@@ -101,9 +95,9 @@ def _sweep(args: argparse.Namespace) -> int:
         from workbench.export.formats import rows_csv
 
         atomic_write_text(Path(args.csv), rows_csv(result.rows()))
-        info(f"csv: {args.csv}")
+        common.info(f"csv: {args.csv}")
     if args.json:
-        print_json(result.to_dict())
+        common.print_json(result.to_dict())
     else:
         sys.stdout.write(format_sweep(result))
     return 0

@@ -8,13 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import EngineError
-from workbench.commands.common import (
-    add_workspace_args,
-    effective_config,
-    info,
-    print_json,
-    workspace,
-)
+from workbench.commands import common
 from workbench.progress import StderrBar
 
 # Parsed documents of the last `wikirag index`, in the index folder (a dot file: index
@@ -24,7 +18,7 @@ PARSE_CACHE = ".parse_cache.pkl"
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("index", help="build or update the search index of a KB")
-    add_workspace_args(p)
+    common.add_workspace_args(p)
     _storage_arg(p)
     p.add_argument("--force", action="store_true", help="re-embed everything (full rebuild)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -41,7 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("search", help="search the KB (hybrid, vector or keyword)")
     p.add_argument("query", help="the question or keywords")
-    add_workspace_args(p)
+    common.add_workspace_args(p)
     _storage_arg(p)
     p.add_argument("--mode", choices=("hybrid", "vector", "keyword"), default=None)
     p.add_argument("--top-k", type=int, default=None, metavar="N")
@@ -65,7 +59,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("chapter", help="show one chapter (node) of the KB")
     p.add_argument("node_id")
-    add_workspace_args(p)
+    common.add_workspace_args(p)
     rel = p.add_mutually_exclusive_group()
     rel.add_argument("--children", action="store_true", help="list its children instead")
     rel.add_argument("--siblings", action="store_true", help="list its siblings instead")
@@ -73,7 +67,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_chapter)
 
     p = sub.add_parser("stats", help="KB and index size, embedder, index freshness")
-    add_workspace_args(p)
+    common.add_workspace_args(p)
     _storage_arg(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_stats)
@@ -118,8 +112,8 @@ def _index(args: argparse.Namespace) -> int:
     from engine.store import is_local
     from engine.tree import parse_kb
 
-    ws = workspace(args)
-    cfg = effective_config(args, ws)
+    ws = common.workspace(args)
+    cfg = common.effective_config(args, ws)
     address = args.ray if args.ray is not None else cfg.index.ray_address
     if address:
         return _index_on_ray(args, ws, cfg, address)
@@ -168,9 +162,9 @@ def _index_on_ray(args: argparse.Namespace, ws: Any, cfg: Any, address: str) -> 
 
 def _print_report(args: argparse.Namespace, index: str, report: Any) -> None:
     for w in report.warnings:
-        info(f"warning: {w}")
+        common.info(f"warning: {w}")
     if args.json:
-        print_json(report.to_dict())
+        common.print_json(report.to_dict())
     else:
         sys.stdout.write(f"{index}: {report.summary()}\n")
 
@@ -178,8 +172,8 @@ def _print_report(args: argparse.Namespace, index: str, report: Any) -> None:
 def _open(args: argparse.Namespace) -> Any:
     from engine.search import Engine
 
-    ws = workspace(args)
-    cfg = effective_config(args, ws)
+    ws = common.workspace(args)
+    cfg = common.effective_config(args, ws)
     return Engine.open(ws.kb, str(ws.index), cfg, _storage(args) or None)
 
 
@@ -198,9 +192,9 @@ def _search(args: argparse.Namespace) -> int:
         expand=args.expand,
     )
     for w in resp.warnings:
-        info(f"warning: {w}")
+        common.info(f"warning: {w}")
     if args.json:
-        print_json(resp.to_dict())
+        common.print_json(resp.to_dict())
         return 0
     out = sys.stdout
     if not resp.results:
@@ -239,19 +233,19 @@ def _chapter(args: argparse.Namespace) -> int:
     from engine.search import lookup_node, node_metadata
     from engine.tree import parse_kb
 
-    ws = workspace(args)
+    ws = common.workspace(args)
     kb = parse_kb(ws.kb)
     node = lookup_node(kb, args.node_id)
     if args.children or args.siblings:
         nodes = kb.children(node.node_id) if args.children else kb.siblings(node.node_id)
         if args.json:
-            print_json([_node_dict(n) for n in nodes])
+            common.print_json([_node_dict(n) for n in nodes])
         else:
             for n in nodes:
                 sys.stdout.write(f"{n.node_id}\t{n.title}\n")
         return 0
     if args.json:
-        print_json(_node_dict(node))
+        common.print_json(_node_dict(node))
         return 0
     meta = node_metadata(node)
     sys.stdout.write(
@@ -281,7 +275,7 @@ def _node_dict(node: Any) -> dict[str, Any]:
 def _stats(args: argparse.Namespace) -> int:
     stats = _open(args).stats()
     if args.json:
-        print_json(stats)
+        common.print_json(stats)
         return 0
     idx, fr, emb = stats["index"], stats["freshness"], stats["embedder"]
     state = (

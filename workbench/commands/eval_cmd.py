@@ -8,13 +8,7 @@ import sys
 from pathlib import Path
 
 from engine.atomic import atomic_write_text
-from workbench.commands.common import (
-    add_workspace_args,
-    effective_config,
-    info,
-    print_json,
-    workspace,
-)
+from workbench.commands import common
 from workbench.eval import golden
 from workbench.eval.attribution import CAUSES
 from workbench.eval.evaluate import EvalRun, save_run
@@ -26,7 +20,7 @@ TABLE_KS = (1, 3, 5, 10, 20)
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("eval", help="evaluate the engine on a golden set")
-    add_workspace_args(p, dataset=True)
+    common.add_workspace_args(p, dataset=True)
     p.add_argument(
         "--modes", nargs="+", default=["hybrid"], choices=["hybrid", "vector", "keyword"]
     )
@@ -66,11 +60,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from workbench.eval.engines import evaluator  # heavy: loads the engine
 
-    ws = workspace(args)
-    cfg = effective_config(args, ws)
+    ws = common.workspace(args)
+    cfg = common.effective_config(args, ws)
     gs = golden.load(ws.dataset)
     ev = evaluator(ws, cfg)
-    gs = golden.checked(gs, ev.engine.kb, allow_invalid=args.allow_invalid, notify=info)
+    gs = golden.checked(gs, ev.engine.kb, allow_invalid=args.allow_invalid, notify=common.info)
     total = len(gs.answerable(args.split)) * len(args.modes)
     bar = StderrBar(unit="q", desc="evaluating", total=total)
     result = ev.run(
@@ -93,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         path = save_run(result, ws.runs_dir)
         if args.answers:
             atomic_write_text(path, json.dumps(record, ensure_ascii=False, indent=1))
-        info(f"run record: {path}")
+        common.info(f"run record: {path}")
     if args.trec_run or args.trec_qrels:
         from workbench.eval.run_record import RunRecord
         from workbench.export.formats import ExportSource, golden_qrels, write
@@ -106,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
             write("trec-qrels", source, args.trec_qrels)
 
     if args.json == "-":
-        print_json(record)
+        common.print_json(record)
     else:
         if args.json:
             atomic_write_text(Path(args.json), json.dumps(record, ensure_ascii=False, indent=1))

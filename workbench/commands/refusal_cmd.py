@@ -10,13 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from workbench.commands.common import (
-    add_workspace_args,
-    effective_config,
-    info,
-    print_json,
-    workspace,
-)
+from workbench.commands import common
 from workbench.eval import golden
 
 
@@ -25,7 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "calibrate-refusal",
         help="fit when the chat refuses (golden set's unanswerable items) and store it",
     )
-    add_workspace_args(p, dataset=True)
+    common.add_workspace_args(p, dataset=True)
     p.add_argument(
         "--add-dataset",
         action="append",
@@ -72,8 +66,8 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("--max-false-refusal must be in [0, 1)")
     if args.folds < 2:
         raise ValueError("--folds must be at least 2")
-    ws = workspace(args)
-    cfg = effective_config(args, ws)
+    ws = common.workspace(args)
+    cfg = common.effective_config(args, ws)
     engine = Engine.open(ws.kb, ws.index, cfg)
     sets = [golden.load(ws.dataset), *(golden.load(Path(f)) for f in args.add_dataset)]
     held = [golden.load(Path(f)) for f in args.heldout]
@@ -126,9 +120,9 @@ def run(args: argparse.Namespace) -> int:
     path = ws.experiments / CALIBRATION_FILE
     if not args.dry_run:
         model.save(path)
-        info(f"refusal calibration: {path}")
+        common.info(f"refusal calibration: {path}")
     if args.json:
-        print_json(model.to_dict())
+        common.print_json(model.to_dict())
         return 0
     s = cv.summary()
     lines = [

@@ -7,20 +7,14 @@ import sys
 from pathlib import Path
 
 from engine.errors import EngineError
-from workbench.commands.common import (
-    add_workspace_args,
-    effective_config,
-    info,
-    print_json,
-    workspace,
-)
+from workbench.commands import common
 from workbench.eval.run_record import RunRecord
 from workbench.workspace import Workspace
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("scorecard", help="score the engine on 9 weighted dimensions (0-100)")
-    add_workspace_args(p, dataset=True)
+    common.add_workspace_args(p, dataset=True)
     p.add_argument(
         "--run",
         metavar="ID",
@@ -50,8 +44,8 @@ def run(args: argparse.Namespace) -> int:
     from workbench.answer.llm import llm_settings
     from workbench.tune.scorecard import compute_scorecard
 
-    ws = workspace(args)
-    cfg = effective_config(args, ws)
+    ws = common.workspace(args)
+    cfg = common.effective_config(args, ws)
     ev_run = None
     if args.run:
         ev_run = load_run_by_id(ws, args.run).to_run()
@@ -60,11 +54,11 @@ def run(args: argparse.Namespace) -> int:
         ws,
         cfg,
         run=ev_run,
-        progress=lambda i, n, what: info(f"[{i}/{n}] {what}"),
+        progress=lambda i, n, what: common.info(f"[{i}/{n}] {what}"),
         llm_configured=llm_settings(cfg.llm) is not None,
     )
     if args.json:
-        print_json(card.to_dict())
+        common.print_json(card.to_dict())
     else:
         sys.stdout.write(card.to_markdown())
     return 0
