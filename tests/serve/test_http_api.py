@@ -13,7 +13,8 @@ import httpx
 import pytest
 
 from tests.serve.conftest import TestKB, live_server, make_kb
-from workbench.serve.app import Job, JobConflict, RebuildJobs, create_app
+from workbench.serve.app import create_app
+from workbench.serve.served import Job, JobConflict, RebuildJobs
 
 SEED_RESULT_KEYS = {
     "node_id",

@@ -11,9 +11,10 @@ import pytest
 from starlette.testclient import TestClient
 
 from tests.serve.conftest import TestKB, live_server
-from workbench.serve.app import ServedEngine, create_app
+from workbench.serve.app import create_app
 from workbench.serve.http_guard import allowed_hosts, check_request
 from workbench.serve.limits import MAX_BODY_BYTES
+from workbench.serve.served import ServedEngine
 
 EVIL = "http://attacker.example"
 

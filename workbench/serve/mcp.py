@@ -23,9 +23,10 @@ from pydantic import Field
 
 from engine.config import EngineConfig
 from engine.errors import EngineError
-from workbench.serve.app import SearchFilters, ServedEngine, chapter_payload
 from workbench.serve.http_guard import RequestGuard, allowed_hosts
 from workbench.serve.limits import MAX_BODY_BYTES, MAX_QUERY_CHARS, query_problem
+from workbench.serve.schemas import SearchFilters
+from workbench.serve.served import ServedEngine, chapter_payload
 from workbench.workspace import Workspace
 
 URI_SCHEME = "wiki://"
