@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from engine.bm25_batch import BatchScorer
-from engine.config import EngineConfig, LexicalConfig
+from engine.config import SEARCH_MODES, EngineConfig, LexicalConfig
 from engine.errors import EngineError
 from engine.expansion import expand_query
 from engine.lexical import BM25Params, tokenize
@@ -29,7 +29,7 @@ from engine.snapshot import IndexSnapshot
 from engine.store import FILTER_KEYS
 from engine.types import Embedder
 
-MODES = ("hybrid", "vector", "keyword")
+MODES = SEARCH_MODES
 REMOTE_EMBEDDERS = ("openai",)  # network-bound: candidate channels overlap their waits
 Filters = Mapping[str, str | Sequence[str]]
 Hits = list[tuple[str, float]]

@@ -21,8 +21,12 @@ import yaml
 from engine.errors import ConfigError, yaml_error_summary
 from engine.yaml_safe import safe_load, short
 
+# The one definition of the search modes and expand choices: the CLI's `choices=`, the HTTP
+# schema, the MCP tool schema and the engine's checks all derive from these.
 SearchMode = Literal["hybrid", "vector", "keyword"]
 ExpandMode = Literal["none", "children", "siblings", "parent"]
+SEARCH_MODES: tuple[str, ...] = typing.get_args(SearchMode)
+EXPAND_MODES: tuple[str, ...] = typing.get_args(ExpandMode)
 
 
 def _choice(*values: str, default: str) -> Any:
@@ -142,9 +146,9 @@ class InjectionConfig:
 
 @dataclass(frozen=True)
 class SearchConfig:
-    mode: str = _choice("hybrid", "vector", "keyword", default="hybrid")
+    mode: str = _choice(*SEARCH_MODES, default="hybrid")
     top_k: int = _num(10, 1, 1000)
-    expand: str = _choice("none", "children", "siblings", "parent", default="none")
+    expand: str = _choice(*EXPAND_MODES, default="none")
 
 
 @dataclass(frozen=True)

@@ -9,13 +9,13 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
+from engine.config import EXPAND_MODES
 from engine.errors import UnknownNodeError
 from engine.pipeline import Ranked
 from engine.snapshot import IndexSnapshot
 from engine.tree import KnowledgeBase, Node
 from engine.types import SearchResult
 
-EXPAND_MODES = ("none", "children", "siblings", "parent")
 META_KEYS = (
     "file_path",
     "line",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from engine.config import SEARCH_MODES
 from engine.errors import EngineError
 from workbench.commands.common import print_json, workspace
 from workbench.eval.run_record import RunRecord
@@ -42,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kb", default="wiki", help="knowledge base folder (default: wiki)")
-    p.add_argument("--mode", default=None, choices=["hybrid", "vector", "keyword"])
+    p.add_argument("--mode", default=None, choices=SEARCH_MODES)
     p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
 
 

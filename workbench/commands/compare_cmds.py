@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from engine.atomic import atomic_write_text
+from engine.config import SEARCH_MODES
 from workbench.commands import common
 
 
@@ -25,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--index", default=None, help="index folder (default: .wikirag/<kb>)")
     c.add_argument("--dataset", default=None, help="golden set (default: datasets/<kb>.yaml)")
     c.add_argument("--split", default="all", choices=["tune", "holdout", "all"])
-    c.add_argument("--mode", default=None, choices=["hybrid", "vector", "keyword"])
+    c.add_argument("--mode", default=None, choices=SEARCH_MODES)
     c.add_argument("--json", action="store_true", help="machine-readable output on stdout")
     c.add_argument("--md", metavar="OUT", default=None, help="also write the Markdown to OUT")
     c.set_defaults(func=_compare)

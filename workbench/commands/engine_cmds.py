@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from engine.config import EXPAND_MODES, SEARCH_MODES
 from engine.errors import EngineError
 from workbench.commands import common
 from workbench.progress import StderrBar
@@ -37,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("query", help="the question or keywords")
     common.add_workspace_args(p)
     _storage_arg(p)
-    p.add_argument("--mode", choices=("hybrid", "vector", "keyword"), default=None)
+    p.add_argument("--mode", choices=SEARCH_MODES, default=None)
     p.add_argument("--top-k", type=int, default=None, metavar="N")
     p.add_argument(
         "--rerank",
@@ -53,7 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="KEY=VALUE",
         help="category, priority, doc_type or keywords; VALUE may be a,b (any of); repeatable",
     )
-    p.add_argument("--expand", choices=("none", "children", "siblings", "parent"), default=None)
+    p.add_argument("--expand", choices=EXPAND_MODES, default=None)
     p.add_argument("--json", action="store_true", help="print the SearchResponse as JSON")
     p.set_defaults(func=_search)
 

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from engine.atomic import atomic_write_text
+from engine.config import SEARCH_MODES
 from workbench.commands import common
 from workbench.eval import golden
 from workbench.eval.attribution import CAUSES
@@ -21,9 +22,7 @@ TABLE_KS = (1, 3, 5, 10, 20)
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("eval", help="evaluate the engine on a golden set")
     common.add_workspace_args(p, dataset=True)
-    p.add_argument(
-        "--modes", nargs="+", default=["hybrid"], choices=["hybrid", "vector", "keyword"]
-    )
+    p.add_argument("--modes", nargs="+", default=["hybrid"], choices=SEARCH_MODES)
     g = p.add_mutually_exclusive_group()
     g.add_argument("--rerank", dest="rerank", action="store_true", default=None)
     g.add_argument("--no-rerank", dest="rerank", action="store_false")

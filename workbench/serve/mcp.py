@@ -16,12 +16,12 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 from urllib.parse import quote
 
 from pydantic import Field
 
-from engine.config import EngineConfig
+from engine.config import EngineConfig, ExpandMode, SearchMode
 from engine.errors import EngineError
 from workbench.serve.http_guard import RequestGuard, allowed_hosts
 from workbench.serve.limits import MAX_BODY_BYTES, MAX_QUERY_CHARS, query_problem
@@ -118,12 +118,12 @@ def build_mcp_server(
         query: Annotated[str, Field(min_length=1, description="question or keywords")],
         top_k: Annotated[int | None, Field(ge=1, le=1000, description="results")] = None,
         search_mode: Annotated[
-            Literal["hybrid", "vector", "keyword"] | None,
+            SearchMode | None,
             Field(description="channels (default: the served config)"),
         ] = None,
         rerank: Annotated[bool | None, Field(description="null: as configured")] = None,
         expand: Annotated[
-            Literal["none", "children", "siblings", "parent"] | None,
+            ExpandMode | None,
             Field(description="attach related chapters to each result"),
         ] = None,
         filters: Annotated[

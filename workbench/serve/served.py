@@ -12,6 +12,7 @@ import uuid
 from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from engine.config import EngineConfig
@@ -36,7 +37,7 @@ def kb_file_signature(kb_dir: str | os.PathLike[str]) -> str:
     from engine.tree import markdown_files
 
     h = hashlib.sha256()
-    for p in markdown_files(kb_dir):
+    for p in markdown_files(Path(kb_dir)):
         try:
             st = p.stat()
         except OSError:
