@@ -70,9 +70,14 @@ def top_ids(scores: np.ndarray, ids: Sequence[str], n: int, positive: bool = Fal
         kth = np.partition(s, len(s) - n)[len(s) - n]
         keep = s >= kth
         idx, s = idx[keep], s[keep]
-    keys = np.array([ids[i] for i in idx], dtype=object)
+    keys = [ids[int(i)] for i in idx]
     order = sorted(range(len(idx)), key=lambda j: (-float(s[j]), keys[j]))[:n]
     return [ids[int(idx[j])] for j in order]
+
+
+def stderr_line(message: str) -> None:
+    """The default log of a bench: one line on stderr."""
+    sys.stderr.write(message + "\n")
 
 
 def overlap(a: Sequence[str], b: Sequence[str]) -> float | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -33,7 +34,7 @@ class LanceHybridPeer:
                 "tokens": pa.array(tokens, pa.string()),
             }
         )
-        self.table = db.create_table("peer", data=table, mode="overwrite")
+        self.table: Any = db.create_table("peer", data=table, mode="overwrite")
         self.table.create_index(
             "tokens",
             config=FTS(

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from engine.config import EngineConfig
+from workbench.bench.measure import stderr_line
 from workbench.eval.percentiles import percentile
 
 
@@ -38,7 +38,7 @@ def bench_rescoring(
     from workbench.tune.sweep import sweep
     from workbench.workspace import Workspace
 
-    say = log or (lambda m: sys.stderr.write(m + "\n"))
+    say = log or stderr_line
     work = Path(work)
     work.mkdir(parents=True, exist_ok=True)
     gs = golden.load(dataset)
@@ -91,7 +91,10 @@ def bench_rescoring(
     out["experiment_queries"] = len(small)
     out["experiment_decision"] = "accepted" if res.decision.accepted else "rolled back"
 
-    grid = {"fusion.k": [10, 20, 40, 60, 100], "fusion.vector_weight": [0.25, 0.5, 1.0, 2.0, 4.0]}
+    grid: dict[str, list[Any]] = {
+        "fusion.k": [10, 20, 40, 60, 100],
+        "fusion.vector_weight": [0.25, 0.5, 1.0, 2.0, 4.0],
+    }
     t = time.perf_counter()
     sw = sweep(ws, cfg, grid, golden.load(ds), evaluator_for=evaluator_for)
     out["sweep25_100_s"] = round(time.perf_counter() - t, 3)

@@ -8,7 +8,6 @@ import os
 import random
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -26,6 +25,7 @@ from workbench.bench.measure import (
     overlap,
     peak_rss_mb,
     percentiles,
+    stderr_line,
     top_ids,
     tqdm_bar,
 )
@@ -124,7 +124,7 @@ def run_bench(
     if (kb is None) == (synthetic is None):
         raise ValueError("pass exactly one of kb= or synthetic=")
     bar = bar or null_bar
-    say = log or (lambda m: sys.stderr.write(m + "\n"))
+    say = log or stderr_line
     out: dict[str, Any] = {k: None for k in REQUIRED_KEYS}
     notes: list[str] = []
     rss: dict[str, float] = {}
@@ -142,7 +142,7 @@ def run_bench(
             out["kb"] = f"synthetic:{synthetic}"
             out["synthetic_write_s"] = round(time.perf_counter() - t, 3)
             del counts
-        else:
+        elif kb is not None:  # exactly one of kb / synthetic, checked above
             n_files = copy_kb(kb, kb_dir, limit_docs)
             out["kb"] = str(kb)
             if limit_docs is not None:
