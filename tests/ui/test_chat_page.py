@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from tests.ui.test_pages import open_page
-from workbench.ui.components import link_citations
+from workbench.ui import state
+from workbench.ui.chat_turns import link_citations
 
 
 def test_citation_markers_link_to_their_chapter_in_the_knowledge_base():
@@ -16,8 +17,8 @@ def test_citation_markers_link_to_their_chapter_in_the_knowledge_base():
 
 def test_no_llm_notice_appears_once_per_conversation(ui_copy):
     at = open_page("chat")
-    at.chat_input(key="chat_input").set_value("父子块检索的数据结构是什么？").run()
-    at.chat_input(key="chat_input").set_value("MCP 的传输方式有哪些").run()
+    at.chat_input(key=state.CHAT_INPUT).set_value("父子块检索的数据结构是什么？").run()
+    at.chat_input(key=state.CHAT_INPUT).set_value("MCP 的传输方式有哪些").run()
     assert not at.exception
     notices = [i.value for i in at.info if "No LLM configured" in i.value]
     # one page-level hint + the first turn's notice; the second turn does not repeat it

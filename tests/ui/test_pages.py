@@ -6,6 +6,7 @@ from streamlit.testing.v1 import AppTest
 
 from engine.config import EngineConfig
 from tests.ui.conftest import APP, FAST
+from workbench.ui import state
 
 TIMEOUT = 60
 
@@ -41,10 +42,10 @@ def test_knowledge_base_tree_chapter_and_search(ui_env):
     at = open_page("knowledge_base")
     assert not at.exception
     assert at.title[0].value == "Knowledge base"
-    at.text_input(key="kb_filter").input("传输方式").run()
-    node = next(s for s in at.selectbox if s.key and s.key.startswith("kb_node_"))
+    at.text_input(key=state.KB_FILTER).input("传输方式").run()
+    node = next(s for s in at.selectbox if s.key and s.key.startswith(f"{state.KB_NODE}_"))
     assert "传输方式" in node.value
-    at.text_input(key="kb_query").input("MCP 传输方式")
+    at.text_input(key=state.KB_QUERY).input("MCP 传输方式")
     at.button[0].click().run()  # the form's submit button sends the typed query
     assert not at.exception
     assert any(m.value.startswith("**1. ") for m in at.markdown), texts(at)
@@ -54,12 +55,12 @@ def test_knowledge_base_tree_chapter_and_search(ui_env):
 
 def test_knowledge_base_tree_is_grouped_by_document_and_depth(ui_env):
     at = open_page("knowledge_base")
-    docs = at.selectbox(key="kb_doc")
+    docs = at.selectbox(key=state.KB_DOC)
     assert len(docs.options) == 3  # the three files of the fixture
-    at.selectbox(key="kb_depth").select(1).run()
+    at.selectbox(key=state.KB_DEPTH).select(1).run()
     assert not at.exception
     shallow = len(at.dataframe[0].value)
-    at.selectbox(key="kb_depth").select(6).run()
+    at.selectbox(key=state.KB_DEPTH).select(6).run()
     deep = at.dataframe[0].value
     assert len(deep) > shallow
     assert {"file", "category"} <= set(deep.columns)
@@ -70,18 +71,18 @@ def test_golden_set_edit_label_and_save(ui_copy):
     assert not at.exception
     assert at.title[0].value == "Golden set"
     assert not at.error, [e.value for e in at.error]  # the fixture's set is valid
-    at.text_input(key="golden_new_query").input("MCP 网关做什么？")
+    at.text_input(key=state.GOLDEN_NEW_QUERY).input("MCP 网关做什么？")
     next(b for b in at.button if b.label == "Add query").click().run()
     assert not at.exception
     assert "unsaved changes" in texts(at)
     assert any("q006" in e.value for e in at.error)  # needs 1-4 relevant ids
-    assert at.selectbox(key="golden_target").value == "q006"  # the new query is selected
-    at.text_input(key="golden_tree_filter").input("MCP 网关").run()
+    assert at.selectbox(key=state.GOLDEN_TARGET).value == "q006"  # the new query is selected
+    at.text_input(key=state.GOLDEN_TREE_FILTER).input("MCP 网关").run()
     assert "agents/mcp#" in " ".join(str(c.value) for c in at.caption)  # id + preview shown
-    at.button(key="golden_add_tree").click().run()
+    at.button(key=state.GOLDEN_ADD_TREE).click().run()
     assert not at.exception
     assert not at.error, [e.value for e in at.error]
-    at.button(key="golden_save").click().run()
+    at.button(key=state.GOLDEN_SAVE).click().run()
     assert not at.exception
     text = ui_copy["dataset"].read_text(encoding="utf-8")
     assert "MCP 网关做什么？" in text and "q006" in text
@@ -90,8 +91,8 @@ def test_golden_set_edit_label_and_save(ui_copy):
 
 def test_golden_set_label_can_be_removed(ui_copy):
     at = open_page("golden_set")
-    at.selectbox(key="golden_target").select("q002").run()
-    at.button(key="golden_remove_0").click().run()
+    at.selectbox(key=state.GOLDEN_TARGET).select("q002").run()
+    at.button(key=state.item_key(state.GOLDEN_REMOVE, 0)).click().run()
     assert not at.exception
     assert any("q002" in e.value for e in at.error)  # no label left: 1-4 ids needed
     assert "unsaved changes" in texts(at)
@@ -99,15 +100,15 @@ def test_golden_set_label_can_be_removed(ui_copy):
 
 def test_golden_set_conflict_keeps_edits(ui_copy):
     at = open_page("golden_set")
-    at.text_input(key="golden_new_query").input("一个新问题")
+    at.text_input(key=state.GOLDEN_NEW_QUERY).input("一个新问题")
     next(b for b in at.button if b.label == "Add query").click().run()
     path = ui_copy["dataset"]
     path.write_text(path.read_text(encoding="utf-8") + "# edited elsewhere\n", encoding="utf-8")
-    at.button(key="golden_save").click().run()
+    at.button(key=state.GOLDEN_SAVE).click().run()
     assert not at.exception
     assert any("changed outside the workbench" in e.value for e in at.error)
     assert "一个新问题" not in path.read_text(encoding="utf-8")
-    at.button(key="golden_overwrite").click().run()
+    at.button(key=state.GOLDEN_OVERWRITE).click().run()
     assert not at.exception
     assert "一个新问题" in path.read_text(encoding="utf-8")
 
@@ -119,10 +120,10 @@ def test_golden_set_drift_and_pooling(ui_copy):
     at = open_page("golden_set")
     assert not at.exception
     assert any("unknown node id" in e.value for e in at.error)
-    at.button(key="golden_remap").click().run()
+    at.button(key=state.GOLDEN_REMAP).click().run()
     assert not at.exception
     assert not any("unknown node id" in e.value for e in at.error)
-    at.button(key="golden_pool_run").click().run()
+    at.button(key=state.GOLDEN_POOL_RUN).click().run()
     assert not at.exception
 
 
@@ -131,7 +132,7 @@ def test_evaluate_runs_and_drills_down(ui_copy):
     assert not at.exception
     assert at.title[0].value == "Evaluate"
     assert "No run yet" in texts(at)
-    at.multiselect(key="eval_modes").set_value(["hybrid", "keyword"])
+    at.multiselect(key=state.EVAL_MODES).set_value(["hybrid", "keyword"])
     next(b for b in at.button if b.label == "Run evaluation").click().run()
     assert not at.exception
     labels = {m.label for m in at.metric}
@@ -141,8 +142,8 @@ def test_evaluate_runs_and_drills_down(ui_copy):
     }
     assert set(bands.values()) <= {"poor", "acceptable", "good", "excellent"}, bands
     assert len(list((ui_copy["experiments"] / "kb" / "runs").glob("*.json"))) == 1
-    at.radio(key="eval_mode_shown").set_value("keyword").run()
-    at.selectbox(key="eval_drill").select("q002").run()
+    at.radio(key=state.EVAL_MODE_SHOWN).set_value("keyword").run()
+    at.selectbox(key=state.EVAL_DRILL).select("q002").run()
     assert not at.exception
     assert "Failures" in texts(at)
     assert "**q002**" in texts(at) and "Gold chapters" in texts(at)
@@ -170,7 +171,7 @@ def test_evaluate_refuses_an_invalid_golden_set_unless_the_box_is_ticked(ui_copy
 
 def test_evaluate_opens_on_the_worst_failure_with_its_gold_chapters(ui_copy):
     at = open_page("evaluate")
-    at.multiselect(key="eval_modes").set_value(["vector"])
+    at.multiselect(key=state.EVAL_MODES).set_value(["vector"])
     next(b for b in at.button if b.label == "Run evaluation").click().run()
     assert not at.exception
     import json
@@ -182,10 +183,10 @@ def test_evaluate_opens_on_the_worst_failure_with_its_gold_chapters(ui_copy):
     )
     assert failing, "the hash embedder should miss some queries in vector mode"
     worst = failing[0]
-    assert at.selectbox(key="eval_drill").value == worst["id"]
+    assert at.selectbox(key=state.EVAL_DRILL).value == worst["id"]
     assert "lost:" in texts(at)  # the gold chapter card names the stage that lost it
     cause = worst["cause"]
-    at.selectbox(key="eval_fail_cause").select(cause).run()
+    at.selectbox(key=state.EVAL_FAIL_CAUSE).select(cause).run()
     assert not at.exception
     assert f"{sum(1 for q in failing if q['cause'] == cause)} of" in texts(at)
 
@@ -210,16 +211,18 @@ def test_compare_two_configs_and_sweep(ui_env):
     at = open_page("compare")
     assert not at.exception
     assert at.title[0].value == "Compare & sweep"
-    at.selectbox(key="cmp_base_1").select("baseline")  # "defaults" uses another embedder
-    at.text_input(key="cmp_edit_1").input("fusion.bm25_weight=3")
-    at.button(key="cmp_run").click().run()
+    at.selectbox(key=state.item_key(state.COMPARE_BASE, 1)).select(
+        "baseline"
+    )  # "defaults" uses another embedder
+    at.text_input(key=state.item_key(state.COMPARE_EDIT, 1)).input("fusion.bm25_weight=3")
+    at.button(key=state.COMPARE_RUN).click().run()
     assert not at.exception
     assert "Paired statistics" in texts(at)
-    at.selectbox(key="sw_k1").select("fusion.vector_weight")
-    at.text_input(key="sw_v1").input("0.1, 0.3")
-    at.selectbox(key="sw_k2").select("fusion.bm25_weight")
-    at.text_input(key="sw_v2").input("0.7, 2")
-    at.button(key="sw_run").click().run()
+    at.selectbox(key=state.SWEEP_KNOB_1).select("fusion.vector_weight")
+    at.text_input(key=state.SWEEP_VALUES_1).input("0.1, 0.3")
+    at.selectbox(key=state.SWEEP_KNOB_2).select("fusion.bm25_weight")
+    at.text_input(key=state.SWEEP_VALUES_2).input("0.7, 2")
+    at.button(key=state.SWEEP_RUN).click().run()
     assert not at.exception
     assert any("Best on tune" in s.value for s in at.success)
 
@@ -228,9 +231,11 @@ def test_experiments_run_decide_restore(ui_copy):
     at = open_page("experiments")
     assert not at.exception
     assert at.title[0].value == "Experiments"
-    at.selectbox(key="exp_key").select("fusion.bm25_weight").run()
-    at.number_input(key="exp_value_fusion.bm25_weight").set_value(3.0).run()
-    at.button(key="exp_run").click().run()
+    at.selectbox(key=state.EXPERIMENT_KNOB).select("fusion.bm25_weight").run()
+    at.number_input(key=state.item_key(state.EXPERIMENT_VALUE, "fusion.bm25_weight")).set_value(
+        3.0
+    ).run()
+    at.button(key=state.EXPERIMENT_RUN).click().run()
     assert not at.exception
     verdicts = [e.value for e in at.success] + [e.value for e in at.error]
     assert any("Accepted" in v or "Rolled back" in v for v in verdicts), verdicts
@@ -238,17 +243,19 @@ def test_experiments_run_decide_restore(ui_copy):
     store = ui_copy["experiments"] / "kb"
     assert (store / "optimization_log.md").is_file()
     assert "Experiment 1" in texts(at)  # the log is rendered
-    at.button(key="exp_restore").click().run()
+    at.button(key=state.EXPERIMENT_RESTORE).click().run()
     assert not at.exception
     assert "restored" in (store / "experiments.jsonl").read_text(encoding="utf-8")
 
 
 def test_experiments_strict_rule_is_selectable(ui_copy):
     at = open_page("experiments")
-    at.selectbox(key="exp_rule").select("strict").run()
-    at.selectbox(key="exp_key").select("fusion.bm25_weight").run()
-    at.number_input(key="exp_value_fusion.bm25_weight").set_value(3.0).run()
-    at.button(key="exp_run").click().run()
+    at.selectbox(key=state.EXPERIMENT_RULE).select("strict").run()
+    at.selectbox(key=state.EXPERIMENT_KNOB).select("fusion.bm25_weight").run()
+    at.number_input(key=state.item_key(state.EXPERIMENT_VALUE, "fusion.bm25_weight")).set_value(
+        3.0
+    ).run()
+    at.button(key=state.EXPERIMENT_RUN).click().run()
     assert not at.exception
     assert any("Rule: **strict**" in c.value for c in at.caption)
     assert "regressed queries" in texts(at)  # strict's absolute criteria are shown
@@ -256,17 +263,17 @@ def test_experiments_strict_rule_is_selectable(ui_copy):
 
 def test_experiments_auto_optimize(ui_copy):
     at = open_page("experiments")
-    at.number_input(key="opt_budget").set_value(2)
-    at.button(key="opt_run").click().run()
+    at.number_input(key=state.OPTIMIZE_BUDGET).set_value(2)
+    at.button(key=state.OPTIMIZE_RUN).click().run()
     assert not at.exception
     assert any("2 experiments" in s.value for s in at.success)
 
 
 def test_experiments_search_shows_study_and_figures(ui_copy):
     at = open_page("experiments")
-    at.number_input(key="opt_trials").set_value(6)
-    at.number_input(key="opt_folds").set_value(2)
-    at.button(key="opt_search").click().run()
+    at.number_input(key=state.OPTIMIZE_TRIALS).set_value(6)
+    at.number_input(key=state.OPTIMIZE_FOLDS).set_value(2)
+    at.button(key=state.OPTIMIZE_SEARCH).click().run()
     assert not at.exception
     assert any("6 trials, 2-fold CV" in s.value for s in at.success)
     assert len(at.get("plotly_chart")) >= 1  # the optimization history at least
@@ -298,19 +305,21 @@ def test_chat_extractive_answer_citation_and_bad_answer(ui_copy):
     assert not at.exception
     assert at.title[0].value == "Chat"
     assert any("No LLM configured" in i.value for i in at.info)
-    at.chat_input(key="chat_input").set_value("父子块检索的数据结构是什么？").run()
+    at.chat_input(key=state.CHAT_INPUT).set_value("父子块检索的数据结构是什么？").run()
     assert not at.exception
     assert "extractive" in texts(at)
     assert any(e.label.startswith("[1]") for e in at.expander), [e.label for e in at.expander]
-    at.button(key="chat_bad_0").click().run()
+    at.button(key=state.item_key(state.CHAT_BAD, 0)).click().run()
     assert not at.exception
-    assert at.multiselect(key="chat_draft_relevant").value  # cited chapters pre-filled
-    at.text_input(key="chat_draft_query").input("父子块检索的数据结构")
+    assert at.multiselect(key=state.CHAT_DRAFT_RELEVANT).value  # cited chapters pre-filled
+    at.text_input(key=state.CHAT_DRAFT_QUERY).input("父子块检索的数据结构")
     next(b for b in at.button if b.label == "Save into the golden set").click().run()
     assert not at.exception
     assert "父子块检索的数据结构" in ui_copy["dataset"].read_text(encoding="utf-8")
     assert any("saved to" in s.value for s in at.success)
-    at.button(key="chat_open_0_1").click().run()  # citation -> Knowledge base page
+    at.button(
+        key=state.item_key(state.CHAT_OPEN, 0, 1)
+    ).click().run()  # citation -> Knowledge base page
     assert not at.exception
     assert at.title[0].value == "Knowledge base"
 
@@ -327,7 +336,7 @@ def test_reports_preview_and_downloads(ui_copy):
     labels = {b.label for b in at.get("download_button")}
     assert {"HTML", "Markdown", "CSV", "JSON", "TREC run", "TREC qrels"} <= labels
     assert "Recall@5" in texts(at) or "recall@5" in texts(at)
-    at.radio(key="rep_view").set_value("HTML").run()
+    at.radio(key=state.REPORT_VIEW).set_value("HTML").run()
     assert not at.exception
 
 
@@ -348,41 +357,41 @@ def test_every_page_renders_without_exception(ui_env):
 def test_golden_set_draft_query_from_chapter(ui_copy, monkeypatch):
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     at = open_page("golden_set")
-    at.text_input(key="golden_tree_filter").input("MCP 网关").run()
-    at.button(key="golden_draft_tree").click().run()
+    at.text_input(key=state.GOLDEN_TREE_FILTER).input("MCP 网关").run()
+    at.button(key=state.GOLDEN_DRAFT_TREE).click().run()
     assert not at.exception
     assert "unsaved changes" in texts(at)
     drafted = [t for t in texts(at).splitlines() if "Drafted q006" in t]
     assert drafted, texts(at)
-    at.button(key="golden_save").click().run()
+    at.button(key=state.GOLDEN_SAVE).click().run()
     text = ui_copy["dataset"].read_text(encoding="utf-8")
     assert "q006" in text and "drafted by rule" in text
 
 
 def test_compare_runs_per_query_filters_by_outcome_and_shows_both_lists(ui_copy):
     at = open_page("evaluate")
-    at.multiselect(key="eval_modes").set_value(["vector"])
+    at.multiselect(key=state.EVAL_MODES).set_value(["vector"])
     next(b for b in at.button if b.label == "Run evaluation").click().run()
-    at.multiselect(key="eval_modes").set_value(["vector", "keyword"])
+    at.multiselect(key=state.EVAL_MODES).set_value(["vector", "keyword"])
     next(b for b in at.button if b.label == "Run evaluation").click().run()
     at.switch_page("views/compare.py").run()
     assert not at.exception
-    assert len(at.multiselect(key="runs_diff_pick").value) == 2
+    assert len(at.multiselect(key=state.RUNS_DIFF_PICK).value) == 2
     assert "won" in texts(at) and "Gold:" in texts(at)
-    at.selectbox(key="runs_diff_outcome").select("tied").run()
+    at.selectbox(key=state.RUNS_DIFF_OUTCOME).select("tied").run()
     assert not at.exception
 
 
 def test_sweep_point_runs_as_an_experiment(ui_copy):
     at = open_page("compare")
-    at.selectbox(key="sw_k1").select("fusion.bm25_weight")
-    at.text_input(key="sw_v1").input("0.1, 0.7")
-    at.button(key="sw_run").click().run()
+    at.selectbox(key=state.SWEEP_KNOB_1).select("fusion.bm25_weight")
+    at.text_input(key=state.SWEEP_VALUES_1).input("0.1, 0.7")
+    at.button(key=state.SWEEP_RUN).click().run()
     assert not at.exception
     table = at.dataframe[-1].value
     assert any(str(v).startswith("current") for v in table.iloc[:, 0])  # 0.7 is the baseline
-    at.selectbox(key="sw_experiment_point").select(0).run()
-    at.button(key="sw_experiment").click().run()
+    at.selectbox(key=state.SWEEP_EXPERIMENT_POINT).select(0).run()
+    at.button(key=state.SWEEP_EXPERIMENT).click().run()
     assert not at.exception
     log = (ui_copy["experiments"] / "kb" / "optimization_log.md").read_text(encoding="utf-8")
     assert "sweep point fusion.bm25_weight=0.1" in log
@@ -390,16 +399,16 @@ def test_sweep_point_runs_as_an_experiment(ui_copy):
 
 def test_chat_conversations_are_kept_reopened_and_replayed(ui_copy):
     at = open_page("chat")
-    at.chat_input(key="chat_input").set_value("父子块检索的数据结构是什么？").run()
+    at.chat_input(key=state.CHAT_INPUT).set_value("父子块检索的数据结构是什么？").run()
     assert not at.exception
     assert (ui_copy["experiments"] / "kb" / "chats.sqlite").is_file()
-    at.button(key="chat_clear").click().run()  # a new conversation
+    at.button(key=state.CHAT_CLEAR).click().run()  # a new conversation
     assert not at.exception
-    assert at.selectbox(key="chat_history_pick").options  # the kept one is listed
-    at.button(key="chat_history_open").click().run()
+    assert at.selectbox(key=state.CHAT_HISTORY_PICK).options  # the kept one is listed
+    at.button(key=state.CHAT_HISTORY_OPEN).click().run()
     assert not at.exception
     assert "父子块检索的数据结构是什么？" in texts(at)  # reopened
-    at.button(key="chat_replay_run").click().run()
+    at.button(key=state.CHAT_REPLAY_RUN).click().run()
     assert not at.exception
     assert "answers unchanged" in texts(at)
 
@@ -410,7 +419,7 @@ def test_knowledge_base_search_shows_query_expansion_terms_when_on(ui_copy):
     on = {**FAST, "expansion.enabled": True, "expansion.threshold": 0.3}
     EngineConfig().with_overrides(on).save(ui_copy["experiments"] / "kb" / "baseline.yaml")
     at = open_page("knowledge_base")
-    at.text_input(key="kb_query").input("MCP 传输方式")
+    at.text_input(key=state.KB_QUERY).input("MCP 传输方式")
     at.button[0].click().run()
     assert not at.exception
     caption = next(c.value for c in at.caption if "results in" in c.value)

@@ -1,4 +1,10 @@
-"""Open engines and evaluators for a workspace (shared by the CLI, the UI and the server)."""
+"""Open engines and evaluators for a workspace: the one engine cache.
+
+``EngineCache`` holds an engine per (KB, index, config) and an evaluation cache per index;
+models are loaded once per process below it (``engine.models``). The CLI and the server use
+the process's instance through ``open_engine`` / ``evaluator``; the UI holds its own,
+wrapped once by ``st.cache_resource`` (``workbench.ui.resources``).
+"""
 
 from __future__ import annotations
 
@@ -14,9 +20,6 @@ from workbench.progress import StderrBar
 from workbench.workspace import Workspace
 
 ProgressFn = Callable[[int, int, str], None]
-_lock = threading.Lock()
-_engines: dict[tuple[str, str, str], Any] = {}
-_caches: dict[str, EvalCache] = {}
 
 
 def cache_dir(ws: Workspace) -> Path:
@@ -40,6 +43,87 @@ def index_location(ws: Workspace, cfg: EngineConfig) -> str:
     return f"{ws.index}@{key}"
 
 
+class EngineCache:
+    """Engines per (KB, index, config hash) and evaluation caches per index, thread-safe.
+
+    Engines for other configs of one index share its snapshot and models
+    (``Engine.with_config``).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._engines: dict[tuple[str, str, str], Any] = {}
+        self._eval_caches: dict[str, EvalCache] = {}
+
+    @staticmethod
+    def _key(ws: Workspace, cfg: EngineConfig, side_index: bool) -> tuple[str, str, str]:
+        location = index_location(ws, cfg) if side_index else str(ws.index)
+        return (str(ws.kb.resolve()), location, cfg.hash)
+
+    def is_open(self, ws: Workspace, cfg: EngineConfig, *, side_index: bool = False) -> bool:
+        """Whether ``engine(ws, cfg)`` would answer without opening anything."""
+        key = self._key(ws, cfg, side_index)
+        with self._lock:
+            return key in self._engines
+
+    def engine(
+        self,
+        ws: Workspace,
+        cfg: EngineConfig,
+        progress: ProgressFn | None = None,
+        *,
+        side_index: bool = False,
+    ) -> Any:
+        """One engine per (kb, index, config); engines for other configs share loaded models.
+
+        Serving opens the workspace's index as it is (a mismatch is reported, not papered
+        over); evaluation passes ``side_index=True`` so a config that embeds differently is
+        scored on its own index (see ``index_location``).
+        """
+        from engine.search import Engine  # heavy imports stay out of CLI start-up
+
+        key = self._key(ws, cfg, side_index)
+        location = key[1]
+        with self._lock:
+            eng = self._engines.get(key)
+            if eng is not None:
+                return eng
+            base = next(
+                (
+                    e
+                    for (kb, idx, _), e in self._engines.items()
+                    if kb == key[0] and idx == location
+                ),
+                None,
+            )
+            if base is not None:
+                eng = base.with_config(cfg)
+            else:
+                if location != str(ws.index):
+                    _ensure_side_index(ws, cfg, location, progress)
+                eng = Engine.open(ws.kb, location, cfg)
+            self._engines[key] = eng
+            return eng
+
+    def evaluator(self, ws: Workspace, cfg: EngineConfig) -> Evaluator:
+        """An evaluator on ``cfg``'s engine (side index if needed) with the index's cache."""
+        key = str(ws.index)  # one cache per workspace; keys inside tell index versions apart
+        with self._lock:
+            cache = self._eval_caches.get(key)
+            if cache is None:
+                cache = self._eval_caches[key] = EvalCache.open(cache_dir(ws))
+        return Evaluator(self.engine(ws, cfg, side_index=True), cache)
+
+    def forget(self) -> None:
+        """Drop cached engines (after a re-index, so the next open sees the new index)."""
+        with self._lock:
+            self._engines.clear()
+
+
+# The CLI's and the server's cache (one process, one command or server).
+PROCESS_ENGINES = EngineCache()
+
+
 def open_engine(
     ws: Workspace,
     cfg: EngineConfig,
@@ -47,31 +131,18 @@ def open_engine(
     *,
     side_index: bool = False,
 ) -> Any:
-    """One engine per (kb, index, config); engines for other configs share loaded models.
+    """``PROCESS_ENGINES.engine``: see ``EngineCache.engine``."""
+    return PROCESS_ENGINES.engine(ws, cfg, progress, side_index=side_index)
 
-    Serving opens the workspace's index as it is (a mismatch is reported, not papered
-    over); evaluation passes ``side_index=True`` so a config that embeds differently is
-    scored on its own index (see ``index_location``).
-    """
-    from engine.search import Engine  # heavy imports stay out of CLI start-up
 
-    location = index_location(ws, cfg) if side_index else str(ws.index)
-    key = (str(ws.kb.resolve()), location, cfg.hash)
-    with _lock:
-        eng = _engines.get(key)
-        if eng is not None:
-            return eng
-        base = next(
-            (e for (kb, idx, _), e in _engines.items() if kb == key[0] and idx == key[1]), None
-        )
-        if base is not None:
-            eng = base.with_config(cfg)
-        else:
-            if location != str(ws.index):
-                _ensure_side_index(ws, cfg, location, progress)
-            eng = Engine.open(ws.kb, location, cfg)
-        _engines[key] = eng
-        return eng
+def evaluator(ws: Workspace, cfg: EngineConfig) -> Evaluator:
+    """``PROCESS_ENGINES.evaluator``: see ``EngineCache.evaluator``."""
+    return PROCESS_ENGINES.evaluator(ws, cfg)
+
+
+def forget_engines() -> None:
+    """Drop the process's cached engines (after a re-index)."""
+    PROCESS_ENGINES.forget()
 
 
 def _ensure_side_index(
@@ -93,18 +164,3 @@ def _ensure_side_index(
         return
     with StderrBar(unit="item") as bar:
         build_index(parse_kb(ws.kb), cfg, location, bar)
-
-
-def forget_engines() -> None:
-    """Drop cached engines (after a re-index, so the next open sees the new index)."""
-    with _lock:
-        _engines.clear()
-
-
-def evaluator(ws: Workspace, cfg: EngineConfig) -> Evaluator:
-    key = str(ws.index)  # one cache per workspace; keys inside tell index versions apart
-    with _lock:
-        cache = _caches.get(key)
-        if cache is None:
-            cache = _caches[key] = EvalCache.open(cache_dir(ws))
-    return Evaluator(open_engine(ws, cfg, side_index=True), cache)

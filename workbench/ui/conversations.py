@@ -69,14 +69,14 @@ def history_panel(ws: Any, llm: Any, mode: str, top_k: int) -> None:
         )
         conv = store.load(pick)
         b = st.columns(4)
-        if b[0].button(t("Reopen"), key="chat_history_open"):
+        if b[0].button(t("Reopen"), key=state.CHAT_HISTORY_OPEN):
             open_conversation(conv)
             st.rerun()
         b[1].download_button(
             t("Markdown"),
             conv.to_markdown(),
             file_name=f"chat-{conv.id}.md",
-            key="chat_history_md",
+            key=state.CHAT_HISTORY_MD,
         )
         import json
 
@@ -84,9 +84,9 @@ def history_panel(ws: Any, llm: Any, mode: str, top_k: int) -> None:
             t("JSON"),
             json.dumps(conv.to_dict(), ensure_ascii=False, indent=2),
             file_name=f"chat-{conv.id}.json",
-            key="chat_history_json",
+            key=state.CHAT_HISTORY_JSON,
         )
-        if b[3].button(t("Delete"), key="chat_history_delete"):
+        if b[3].button(t("Delete"), key=state.CHAT_HISTORY_DELETE):
             store.delete(conv.id)
             if state.chat_conversation() == conv.id:
                 state.set_chat_conversation(None)
@@ -95,7 +95,7 @@ def history_panel(ws: Any, llm: Any, mode: str, top_k: int) -> None:
         options = resources.config_options(ws)
         r = st.columns([3, 1])
         name = r[0].selectbox(t("Config"), list(options), key=state.CHAT_REPLAY_CONFIG)
-        if r[1].button(t("Replay"), key="chat_replay_run", disabled=not conv.turns):
+        if r[1].button(t("Replay"), key=state.CHAT_REPLAY_RUN, disabled=not conv.turns):
             from engine.config import EngineConfig
             from workbench.answer.chat import answer
 

@@ -19,6 +19,7 @@ import streamlit as st
 from engine.config import EngineConfig
 from engine.tree import KnowledgeBase, markdown_files, parse_kb
 from workbench.eval import golden
+from workbench.eval.engines import EngineCache
 from workbench.eval.evaluate import Evaluator, list_runs
 from workbench.eval.run_record import RunRecord, load_run_record
 from workbench.tune.experiment_store import ExperimentStore
@@ -94,38 +95,30 @@ def golden_set(ws: Workspace) -> golden.GoldenSet | None:
     return _golden(str(ws.dataset), _mtime(ws.dataset))
 
 
-@st.cache_resource(show_spinner="Opening the search engine…", max_entries=8)
-def _engine(kb_path: str, index: str, cfg_hash: str, _ws: Workspace, _cfg: EngineConfig) -> Any:
-    from workbench.eval.engines import open_engine
-
-    return open_engine(_ws, _cfg)
+@st.cache_resource(show_spinner=False)
+def engine_cache() -> EngineCache:
+    """The app's one engine cache, shared by every session: engines per (KB, index, config
+    hash) and evaluation caches per index; models load once per process below it."""
+    return EngineCache()
 
 
 def engine(ws: Workspace, cfg: EngineConfig) -> Any:
     """One engine per (KB, index, config hash)."""
-    return _engine(str(ws.kb.resolve()), str(ws.index), cfg.hash, ws, cfg)
-
-
-@st.cache_resource(show_spinner=False, max_entries=8)
-def _evaluator(
-    kb_path: str, index: str, cfg_hash: str, _ws: Workspace, _cfg: EngineConfig
-) -> Evaluator:
-    from workbench.eval.engines import evaluator
-
-    return evaluator(_ws, _cfg)
+    cache = engine_cache()
+    if cache.is_open(ws, cfg):
+        return cache.engine(ws, cfg)
+    with st.spinner("Opening the search engine…"):
+        return cache.engine(ws, cfg)
 
 
 def evaluator(ws: Workspace, cfg: EngineConfig) -> Evaluator:
-    return _evaluator(str(ws.kb.resolve()), str(ws.index), cfg.hash, ws, cfg)
+    """An evaluator on ``cfg``'s engine, sharing the index's evaluation cache."""
+    return engine_cache().evaluator(ws, cfg)
 
 
 def forget_engines() -> None:
     """After a re-index: drop every cached engine so the next search sees the new index."""
-    from workbench.eval.engines import forget_engines as _forget
-
-    _forget()
-    _engine.clear()
-    _evaluator.clear()
+    engine_cache().forget()
     _index_status.clear()
 
 

@@ -10,7 +10,7 @@ import streamlit as st
 
 from workbench.eval import analysis as A
 from workbench.ui import components as ui
-from workbench.ui import resources, state
+from workbench.ui import resources, state, tuning_widgets
 from workbench.ui.i18n import t
 
 MEASURES = ("mrr", "recall@5", "hit@5", "ndcg@10", "recall@10")
@@ -43,7 +43,7 @@ def runs_diff(ws: Any) -> None:
         st.warning(t("These runs share no search mode; pick runs evaluated in the same mode."))
         return
     c = st.columns(3)
-    mode = c[0].selectbox(t("Mode"), modes, key="runs_diff_mode")
+    mode = c[0].selectbox(t("Mode"), modes, key=state.RUNS_DIFF_MODE)
     measure = c[1].selectbox(t("Measure"), MEASURES, key=state.RUNS_DIFF_MEASURE)
     everything = A.run_matrix(records, mode, measure)
     counts = A.outcome_counts(everything)
@@ -73,7 +73,7 @@ def runs_diff(ws: Any) -> None:
     table = pd.DataFrame([r.to_dict(labels, measure) for r in rows])
     deltas = [col for col in table.columns if col.startswith("Δ")]
     event = st.dataframe(
-        table.style.map(ui.delta_colour, subset=deltas)
+        table.style.map(tuning_widgets.delta_colour, subset=deltas)
         .map(
             lambda o: f"color: {OUTCOME_COLOUR.get(o, '')}" if OUTCOME_COLOUR.get(o) else "",
             subset=["outcome"],

@@ -45,6 +45,119 @@ COMPARE_RESULT = "compare_result"
 SWEEP_RESULT = "sweep_result"
 FLASH = "flash"
 
+# Widget keys: what a page's widgets are called in st.session_state, and what tests set by key.
+# Kept conversations (the Chat page's history panel)
+CHAT_HISTORY_OPEN = "chat_history_open"
+CHAT_HISTORY_MD = "chat_history_md"
+CHAT_HISTORY_JSON = "chat_history_json"
+CHAT_HISTORY_DELETE = "chat_history_delete"
+CHAT_REPLAY_RUN = "chat_replay_run"
+# Runs per query (Compare page)
+RUNS_DIFF_MODE = "runs_diff_mode"
+# views/chat.py
+CHAT_MODE = "chat_mode"
+CHAT_TOP_K = "chat_top_k"
+CHAT_CLEAR = "chat_clear"
+CHAT_DRAFT_QUERY = "chat_draft_query"
+CHAT_DRAFT_ID = "chat_draft_id"
+CHAT_DRAFT_UNANSWERABLE = "chat_draft_unanswerable"
+CHAT_DRAFT_RELEVANT = "chat_draft_relevant"
+CHAT_DRAFT_DIFFICULTY = "chat_draft_difficulty"
+CHAT_DRAFT_CATEGORY = "chat_draft_cat"
+CHAT_DRAFT_NOTES = "chat_draft_notes"
+CHAT_DRAFT_DISCARD = "chat_draft_discard"
+CHAT_INPUT = "chat_input"
+# views/compare.py
+COMPARE_N = "cmp_n"
+COMPARE_SPLIT = "cmp_split"
+COMPARE_RUN = "cmp_run"
+SWEEP_KNOB_1 = "sw_k1"
+SWEEP_VALUES_1 = "sw_v1"
+SWEEP_KNOB_2 = "sw_k2"
+SWEEP_VALUES_2 = "sw_v2"
+SWEEP_SPLIT = "sw_split"
+SWEEP_MEASURE = "sw_m"
+SWEEP_RUN = "sw_run"
+SWEEP_EXPERIMENT = "sw_experiment"
+# views/evaluate.py
+EVAL_MODES = "eval_modes"
+EVAL_SPLIT = "eval_split"
+EVAL_RERANK = "eval_rerank"
+EVAL_MODE_SHOWN = "eval_mode_shown"
+# views/experiments.py
+EXPERIMENT_RULE = "exp_rule"
+EXPERIMENT_SUGGEST = "exp_suggest"
+EXPERIMENT_KNOB = "exp_key"
+EXPERIMENT_TITLE = "exp_title"
+EXPERIMENT_NOTES = "exp_notes"
+EXPERIMENT_RUN = "exp_run"
+EXPERIMENT_RESTORE_VERSION = "exp_restore_v"
+EXPERIMENT_RESTORE = "exp_restore"
+OPTIMIZE_TRIALS = "opt_trials"
+OPTIMIZE_TIMEOUT = "opt_timeout"
+OPTIMIZE_SEED = "opt_seed"
+OPTIMIZE_FOLDS = "opt_folds"
+OPTIMIZE_SEARCH = "opt_search"
+OPTIMIZE_BUDGET = "opt_budget"
+OPTIMIZE_TIERS = "opt_tiers"
+OPTIMIZE_RUN = "opt_run"
+# views/golden_set.py
+GOLDEN_SAVE = "golden_save"
+GOLDEN_RELOAD = "golden_reload"
+GOLDEN_OVERWRITE = "golden_overwrite"
+GOLDEN_NEW_QUERY = "golden_new_query"
+GOLDEN_TREE_FILTER = "golden_tree_filter"
+GOLDEN_TREE_PICK = "golden_tree_pick"
+GOLDEN_ADD_TREE = "golden_add_tree"
+GOLDEN_DRAFT_TREE = "golden_draft_tree"
+GOLDEN_REMAP = "golden_remap"
+GOLDEN_POOL_RUN = "golden_pool_run"
+GOLDEN_POOL_TABLE = "golden_pool_table"
+GOLDEN_POOL_ADD = "golden_pool_add"
+# views/knowledge_base.py
+KB_FILTER = "kb_filter"
+KB_TREE = "kb_tree"
+KB_QUERY = "kb_query"
+KB_MODE = "kb_mode"
+KB_TOP_K = "kb_top_k"
+KB_EXPAND = "kb_expand"
+KB_RERANK = "kb_rerank"
+KB_FILTER_CATEGORY = "kb_f_cat"
+KB_FILTER_PRIORITY = "kb_f_pri"
+KB_FILTER_TYPE = "kb_f_type"
+KB_FILTER_KEYWORDS = "kb_f_kw"
+# views/overview.py
+OVERVIEW_REINDEX = "overview_reindex"
+OVERVIEW_BASELINE = "overview_baseline"
+# views/reports.py
+REPORT_RUN = "rep_run"
+REPORT_MODE = "rep_mode"
+REPORT_VIEW = "rep_view"
+# views/scorecard.py
+SCORECARD_RECOMPUTE = "sc_recompute"
+
+# Prefixes of per-item widget keys (one widget per row, chapter or knob): see item_key().
+GOLDEN_EDITOR = "golden_editor"  # + the editor's version: a new version resets the table
+GOLDEN_REMOVE = "golden_remove"  # + the relevant id's position
+GOLDEN_ADD_HIT = "golden_add_hit"  # + the search hit's position
+GOLDEN_DRIFT = "golden_drift"  # + item id + stale node id
+KB_NODE = "kb_node"  # + the chapter shown
+KB_NAV = "kb_nav"  # + the node id navigated to
+KB_TREE_PICK = "kb_tree_pick"  # the tree table's last picked row (for changed())
+KB_OPEN = "kb_open"  # + the result's position (+ the child's position)
+COMPARE_BASE = "cmp_base"  # + the config's position
+COMPARE_EDIT = "cmp_edit"  # + the config's position
+EXPERIMENT_VALUE = "exp_value"  # + the knob, e.g. exp_value_fusion.k
+REPORT_DOWNLOAD = "rep_dl"  # + the format's label
+SCORECARD_FIX = "sc_fix"  # + the suggestion's position
+CHAT_OPEN = "chat_open"  # + turn + citation number
+CHAT_BAD = "chat_bad"  # + turn
+
+
+def item_key(prefix: str, *parts: object) -> str:
+    """The key of one widget among many alike: ``item_key(KB_OPEN, 2, 0) == "kb_open_2_0"``."""
+    return "_".join([prefix, *(str(p) for p in parts)])
+
 
 def _get(key: str, default: Any = None) -> Any:
     return st.session_state.get(key, default)
@@ -103,9 +216,14 @@ def keep_golden_working(gs: GoldenSet) -> None:
 def restore_golden_working() -> None:
     """Coming back to the page: make the remembered rows the draft the editor starts from."""
     working = _get(GOLDEN_WORKING)
-    editor = f"golden_editor_{golden_editor_version()}"
+    editor = golden_editor_key()
     if working is not None and editor not in st.session_state:
         set_golden_draft(working, dirty=True)
+
+
+def golden_editor_key() -> str:
+    """The golden-set table editor's key (a new version makes Streamlit draw a fresh editor)."""
+    return item_key(GOLDEN_EDITOR, golden_editor_version())
 
 
 def golden_editor_version() -> int:

@@ -10,8 +10,8 @@ from workbench.answer.chat import answer
 from workbench.answer.drafting import draft_golden_item
 from workbench.answer.safe_markdown import safe_markdown
 from workbench.eval import golden
+from workbench.ui import chat_turns, resources, state
 from workbench.ui import components as ui
-from workbench.ui import resources, state
 from workbench.ui.conversations import history_panel, keep_turn
 from workbench.ui.i18n import t
 
@@ -39,11 +39,11 @@ with ui.guarded(t("Chat")):
     mode = c[1].selectbox(
         t("Agent mode"),
         ["loop", "tools"],
-        key="chat_mode",
+        key=state.CHAT_MODE,
         help=t("loop: retrieve → judge → rewrite; tools: the model calls search itself (LLM only)"),
     )
-    top_k = c[2].number_input(t("Chapters"), 1, 20, 5, key="chat_top_k")
-    if c[3].button(t("New conversation"), key="chat_clear"):
+    top_k = c[2].number_input(t("Chapters"), 1, 20, 5, key=state.CHAT_TOP_K)
+    if c[3].button(t("New conversation"), key=state.CHAT_CLEAR):
         state.clear_chat()
         st.rerun()
     if llm is None:
@@ -61,7 +61,7 @@ with ui.guarded(t("Chat")):
         st.caption(t("Ask a question about the wiki below, e.g. “父子块检索有哪几种展开方式？”"))
     for i, turn in enumerate(turns):
         shown_before = i > 0 and turns[i - 1]["answer"].notice == turn["answer"].notice
-        if ui.chat_turn(i, turn, kb, show_notice=not shown_before):
+        if chat_turns.chat_turn(i, turn, kb, show_notice=not shown_before):
             gs = resources.golden_set(ws)
             try:
                 draft = draft_golden_item(
@@ -79,12 +79,12 @@ with ui.guarded(t("Chat")):
         st.subheader(t("New golden-set entry from this answer"))
         with st.form("chat_draft_form"):
             a, b = st.columns([3, 1])
-            query = a.text_input(t("Query"), draft["query"], key="chat_draft_query")
-            item_id = b.text_input(t("Id"), draft["id"], key="chat_draft_id")
+            query = a.text_input(t("Query"), draft["query"], key=state.CHAT_DRAFT_QUERY)
+            item_id = b.text_input(t("Id"), draft["id"], key=state.CHAT_DRAFT_ID)
             unanswerable = st.checkbox(
                 t("Unanswerable (the KB does not cover it)"),
                 value=bool(draft.get("unanswerable")),
-                key="chat_draft_unanswerable",
+                key=state.CHAT_DRAFT_UNANSWERABLE,
             )
             relevant = st.multiselect(
                 t("Relevant chapters (1–4)"),
@@ -92,7 +92,7 @@ with ui.guarded(t("Chat")):
                 default=[n for n in draft.get("relevant", []) if n in kb.nodes],
                 format_func=lambda nid: ui.breadcrumb(kb.nodes[nid].breadcrumb),
                 max_selections=4,
-                key="chat_draft_relevant",
+                key=state.CHAT_DRAFT_RELEVANT,
             )
             d1, d2 = st.columns(2)
             difficulty_labels = {d: t(d) for d in golden.DIFFICULTIES}
@@ -100,13 +100,15 @@ with ui.guarded(t("Chat")):
                 t("Difficulty"),
                 list(golden.DIFFICULTIES),
                 index=1,
-                key="chat_draft_difficulty",
+                key=state.CHAT_DRAFT_DIFFICULTY,
                 format_func=difficulty_labels.get,  # values stay English
             )
-            category = d2.text_input(t("Category"), draft.get("category", ""), key="chat_draft_cat")
-            notes = st.text_input(t("Notes"), draft.get("notes", ""), key="chat_draft_notes")
+            category = d2.text_input(
+                t("Category"), draft.get("category", ""), key=state.CHAT_DRAFT_CATEGORY
+            )
+            notes = st.text_input(t("Notes"), draft.get("notes", ""), key=state.CHAT_DRAFT_NOTES)
             save = st.form_submit_button(t("Save into the golden set"), type="primary")
-        if st.button(t("Discard draft"), key="chat_draft_discard"):
+        if st.button(t("Discard draft"), key=state.CHAT_DRAFT_DISCARD):
             state.set_chat_draft(None)
             st.rerun()
         if save:
@@ -145,7 +147,7 @@ with ui.guarded(t("Chat")):
                     state.flash(t("{id} saved to {path}", id=item.id, path=ws.dataset))
                     st.rerun()
 
-    question = st.chat_input(t("Ask the wiki…"), key="chat_input")
+    question = st.chat_input(t("Ask the wiki…"), key=state.CHAT_INPUT)
     if question:
         with st.chat_message("user"):
             st.markdown(question)

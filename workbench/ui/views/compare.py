@@ -6,8 +6,10 @@ import pandas as pd
 import streamlit as st
 
 from engine.config import all_keys
+from workbench.tune import compare
+from workbench.tune import sweep as sweep_mod
 from workbench.ui import components as ui
-from workbench.ui import resources, state
+from workbench.ui import resources, state, tuning_widgets
 from workbench.ui.i18n import t
 from workbench.ui.runs_diff import runs_diff
 
@@ -22,9 +24,7 @@ with ui.guarded(t("Compare & sweep")):
             t("Comparisons need a golden set."), "views/golden_set.py", t("Create the golden set")
         )
         st.stop()
-    compare = ui.core("workbench.tune.compare", "wikirag compare")
-    sweep_mod = ui.core("workbench.tune.sweep", "wikirag sweep")
-    bases = ui.config_specs(ws)
+    bases = tuning_widgets.config_specs(ws)
 
     compare_tab, runs_tab, sweep_tab = st.tabs(
         [t("Compare configs"), t("Runs per query"), t("Sweep parameters")]
@@ -39,21 +39,23 @@ with ui.guarded(t("Compare & sweep")):
                 "with overrides such as `fusion.k=30, fusion.bm25_weight=2`."
             )
         )
-        n = st.radio(t("Configs"), [2, 3, 4], horizontal=True, key="cmp_n")
+        n = st.radio(t("Configs"), [2, 3, 4], horizontal=True, key=state.COMPARE_N)
         specs = []
         for i in range(int(n)):
             a, b = st.columns([1, 3])
-            base = a.selectbox(t("Config {n}", n=i + 1), bases, key=f"cmp_base_{i}")
+            base = a.selectbox(
+                t("Config {n}", n=i + 1), bases, key=state.item_key(state.COMPARE_BASE, i)
+            )
             edits = b.text_input(
                 t("Overrides {n}", n=i + 1),
-                key=f"cmp_edit_{i}",
+                key=state.item_key(state.COMPARE_EDIT, i),
                 placeholder=t("key=value, key=value (optional)"),
                 help=t("Known keys: ") + ", ".join(all_keys()),
             )
             specs.append(base + ("+" + edits.strip() if edits.strip() else ""))
         c = st.columns(2)
-        split = c[0].selectbox(t("Split"), ["all", "tune", "holdout"], key="cmp_split")
-        if c[1].button(t("Compare"), key="cmp_run", type="primary", disabled=compare is None):
+        split = c[0].selectbox(t("Split"), ["all", "tune", "holdout"], key=state.COMPARE_SPLIT)
+        if c[1].button(t("Compare"), key=state.COMPARE_RUN, type="primary"):
             configs = [compare.parse_config_spec(s, ws) for s in specs]
             progress, bar = ui.progress_callback(t("Evaluating"))
             result = compare.compare_configs(
@@ -67,8 +69,8 @@ with ui.guarded(t("Compare & sweep")):
             bar.empty()
             state.set_compare_result(result)
         result = state.compare_result()
-        if result is not None and compare is not None:
-            ui.comparison(result, compare)
+        if result is not None:
+            tuning_widgets.comparison(result)
 
     with sweep_tab:
         st.caption(
@@ -82,21 +84,28 @@ with ui.guarded(t("Compare & sweep")):
         numeric = [k for k in all_keys() if not k.startswith(("llm.", "embedding."))]
         a, b = st.columns(2)
         k1 = a.selectbox(
-            t("Parameter 1"), numeric, index=numeric.index("fusion.bm25_weight"), key="sw_k1"
+            t("Parameter 1"),
+            numeric,
+            index=numeric.index("fusion.bm25_weight"),
+            key=state.SWEEP_KNOB_1,
         )
-        v1 = a.text_input(t("Values 1"), "0.5, 0.7, 0.9", key="sw_v1")
+        v1 = a.text_input(t("Values 1"), "0.5, 0.7, 0.9", key=state.SWEEP_VALUES_1)
         none_label = t("(none)")  # translated here: format_func also runs outside the script
         k2 = b.selectbox(
             t("Parameter 2 (optional)"),
             ["(none)", *numeric],
-            key="sw_k2",
+            key=state.SWEEP_KNOB_2,
             format_func=lambda k: none_label if k == "(none)" else k,
         )
-        v2 = b.text_input(t("Values 2"), "", key="sw_v2", placeholder=t("e.g. 0.5, 1, 2"))
+        v2 = b.text_input(
+            t("Values 2"), "", key=state.SWEEP_VALUES_2, placeholder=t("e.g. 0.5, 1, 2")
+        )
         c = st.columns(3)
-        split = c[0].selectbox(t("Decide on"), ["tune", "all"], key="sw_split")
-        measure = c[1].selectbox(t("Measure"), ["recall@5", "mrr", "hit@5", "ndcg@10"], key="sw_m")
-        if c[2].button(t("Run sweep"), key="sw_run", type="primary", disabled=sweep_mod is None):
+        split = c[0].selectbox(t("Decide on"), ["tune", "all"], key=state.SWEEP_SPLIT)
+        measure = c[1].selectbox(
+            t("Measure"), ["recall@5", "mrr", "hit@5", "ndcg@10"], key=state.SWEEP_MEASURE
+        )
+        if c[2].button(t("Run sweep"), key=state.SWEEP_RUN, type="primary"):
             grid = dict([sweep_mod.parse_grid_arg(f"{k1}={v1}")])
             if k2 != "(none)" and v2.strip():
                 grid.update([sweep_mod.parse_grid_arg(f"{k2}={v2}")])
@@ -113,7 +122,7 @@ with ui.guarded(t("Compare & sweep")):
             bar.empty()
             state.set_sweep_result(res)
         res = state.sweep_result()
-        if res is not None and sweep_mod is not None:
+        if res is not None:
             best = res.best
             st.success(
                 t(
@@ -165,7 +174,7 @@ with ui.guarded(t("Compare & sweep")):
                 format_func=lambda i: labels[i],
                 key=state.SWEEP_EXPERIMENT_POINT,
             )
-            if b.button(t("Run as experiment"), key="sw_experiment"):
+            if b.button(t("Run as experiment"), key=state.SWEEP_EXPERIMENT):
                 from workbench.tune.experiments import run_experiment
 
                 with st.status(
@@ -181,4 +190,4 @@ with ui.guarded(t("Compare & sweep")):
                     status.update(label=t("Experiment done"), state="complete")
                 resources.clear_data()
                 state.set_experiment_result(result)
-                ui.decision(result)
+                tuning_widgets.decision(result)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import streamlit as st
 
+from engine.config import SEARCH_MODES
 from workbench.eval import golden
 from workbench.eval.evaluate import save_run
+from workbench.ui import charts, resources, state
 from workbench.ui import components as ui
-from workbench.ui import resources, state
 from workbench.ui.failures import failure_analysis
 from workbench.ui.i18n import t
 
@@ -25,13 +26,15 @@ with ui.guarded(t("Evaluate")):
         )
         st.stop()
 
-    with st.form("eval_form", border=True):
+    with st.form(state.EVAL_FORM, border=True):
         c = st.columns([2, 1, 1, 1])
         modes = c[0].multiselect(
-            t("Modes"), ["hybrid", "keyword", "vector"], default=[cfg.search.mode], key="eval_modes"
+            t("Modes"), list(SEARCH_MODES), default=[cfg.search.mode], key=state.EVAL_MODES
         )
-        split = c[1].selectbox(t("Split"), ["all", "tune", "holdout"], key="eval_split")
-        rerank = c[2].checkbox(t("Rerank"), value=cfg.rerank.provider != "none", key="eval_rerank")
+        split = c[1].selectbox(t("Split"), ["all", "tune", "holdout"], key=state.EVAL_SPLIT)
+        rerank = c[2].checkbox(
+            t("Rerank"), value=cfg.rerank.provider != "none", key=state.EVAL_RERANK
+        )
         c[3].caption(
             t(
                 "config **{label}** `{hash}` · {n} answerable queries",
@@ -104,7 +107,7 @@ with ui.guarded(t("Evaluate")):
 
     mode = record.modes[0]
     if len(record.modes) > 1:
-        mode = st.radio(t("Mode shown"), record.modes, horizontal=True, key="eval_mode_shown")
+        mode = st.radio(t("Mode shown"), record.modes, horizontal=True, key=state.EVAL_MODE_SHOWN)
     summary = record.mode_summary(mode)
     means = summary.means
     st.caption(
@@ -124,7 +127,7 @@ with ui.guarded(t("Evaluate")):
     m[0].metric(t("MRR"), f"{means.get('mrr', 0):.3f}")
     m[1].metric(t("MAP"), f"{means.get('map', 0):.3f}")
     m[2].metric(t("Latency p95"), f"{summary.latency['p95']:.1f} ms")
-    ui.metric_cards(means)
+    charts.metric_cards(means)
     st.caption(t("Recall bands: poor < 0.5 ≤ acceptable < 0.7 ≤ good < 0.85 ≤ excellent"))
 
     failure_analysis(record, mode, resources.kb(ws))
@@ -141,6 +144,6 @@ with ui.guarded(t("Evaluate")):
         strict=True,
     ):
         with col:
-            ui.bar_chart(summary.breakdown(by), title=title)
+            charts.bar_chart(summary.breakdown(by), title=title)
     if len(record.modes) > 1:
-        ui.bar_chart({md: record.means(md) for md in record.modes}, title=t("By mode"))
+        charts.bar_chart({md: record.means(md) for md in record.modes}, title=t("By mode"))

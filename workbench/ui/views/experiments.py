@@ -16,8 +16,8 @@ from workbench.tune.experiment_store import ExperimentStore
 from workbench.tune.experiments import run_experiment
 from workbench.tune.study import load_studies
 from workbench.tune.study_figures import study_figures
+from workbench.ui import charts, resources, state, tuning_widgets
 from workbench.ui import components as ui
-from workbench.ui import resources, state
 from workbench.ui.i18n import t
 
 st.title(t("Experiments"))
@@ -57,7 +57,7 @@ with ui.guarded(t("Experiments")):
     rule_pick = st.selectbox(
         t("Acceptance rule"),
         choices,
-        key="exp_rule",
+        key=state.EXPERIMENT_RULE,
         format_func=lambda c: own_label if c == own_pick else c,
         help=t(
             "statistical scales with the set (tests, not counts); strict keeps absolute "
@@ -79,14 +79,18 @@ with ui.guarded(t("Experiments")):
     pick = st.selectbox(
         t("Suggestion from the strategy catalog"),
         list(suggestions),
-        key="exp_suggest",
+        key=state.EXPERIMENT_SUGGEST,
         format_func=lambda p: manual_label if p == manual else p,
     )
     chosen = suggestions[pick]
     if chosen is None:
         keys = [k for k in all_keys() if not k.startswith("llm.")]
-        key = st.selectbox(t("Knob"), keys, index=keys.index("fusion.bm25_weight"), key="exp_key")
-        value = ui.config_value_widget(key, base.get(key), widget_key=f"exp_value_{key}")
+        key = st.selectbox(
+            t("Knob"), keys, index=keys.index("fusion.bm25_weight"), key=state.EXPERIMENT_KNOB
+        )
+        value = tuning_widgets.config_value_widget(
+            key, base.get(key), widget_key=state.item_key(state.EXPERIMENT_VALUE, key)
+        )
         overrides = {key: value}
         tier, why = "manual", ""
     else:
@@ -100,9 +104,11 @@ with ui.guarded(t("Experiments")):
         + (", ".join(f"`{k}`: {a!r} → **{b!r}**" for k, (a, b) in changes.items()) or t("none yet"))
     )
     c = st.columns([2, 2, 1])
-    title = c[0].text_input(t("Title (optional)"), key="exp_title")
-    notes = c[1].text_input(t("Notes (optional)"), key="exp_notes")
-    if c[2].button(t("Run experiment"), key="exp_run", type="primary", disabled=not changes):
+    title = c[0].text_input(t("Title (optional)"), key=state.EXPERIMENT_TITLE)
+    notes = c[1].text_input(t("Notes (optional)"), key=state.EXPERIMENT_NOTES)
+    if c[2].button(
+        t("Run experiment"), key=state.EXPERIMENT_RUN, type="primary", disabled=not changes
+    ):
         with st.status(t("Evaluating baseline and candidate on tune and holdout…")) as status:
             result = run_experiment(
                 ws,
@@ -119,12 +125,12 @@ with ui.guarded(t("Experiments")):
         state.set_experiment_result(result)
     result = state.experiment_result()
     if result is not None:
-        ui.decision(result)
+        tuning_widgets.decision(result)
 
     left, right = st.columns(2)
     with left:
         st.subheader(t("Trajectory"))
-        ui.trajectory_chart(trajectory(store))
+        charts.trajectory_chart(trajectory(store))
     with right:
         st.subheader(t("Restore an accepted version"))
         versions = store.accepted_versions()
@@ -134,9 +140,13 @@ with ui.guarded(t("Experiments")):
             )
         else:
             v = st.selectbox(
-                t("Version"), [x["version"] for x in reversed(versions)], key="exp_restore_v"
+                t("Version"),
+                [x["version"] for x in reversed(versions)],
+                key=state.EXPERIMENT_RESTORE_VERSION,
             )
-            if st.button(t("Restore version {v} as the baseline", v=v), key="exp_restore"):
+            if st.button(
+                t("Restore version {v} as the baseline", v=v), key=state.EXPERIMENT_RESTORE
+            ):
                 said: list[str] = []  # a recovery notice must survive the rerun below
                 cfg = store.restore(int(v), notify=said.append)
                 resources.clear_data()
@@ -163,11 +173,13 @@ with ui.guarded(t("Experiments")):
         )
     )
     a, b, c, d, e = st.columns([1, 1, 1, 1, 1])
-    n_trials = a.number_input(t("Trials"), 1, 2000, optimizer.DEFAULT_TRIALS, key="opt_trials")
-    timeout = b.number_input(t("Time limit (s, 0 = none)"), 0, 3600, 0, key="opt_timeout")
-    seed = c.number_input(t("Seed"), 0, 2**31 - 1, 0, key="opt_seed")
-    folds = d.number_input(t("Folds"), 2, 20, optimizer.K_FOLDS, key="opt_folds")
-    if e.button(t("Search"), key="opt_search", type="primary"):
+    n_trials = a.number_input(
+        t("Trials"), 1, 2000, optimizer.DEFAULT_TRIALS, key=state.OPTIMIZE_TRIALS
+    )
+    timeout = b.number_input(t("Time limit (s, 0 = none)"), 0, 3600, 0, key=state.OPTIMIZE_TIMEOUT)
+    seed = c.number_input(t("Seed"), 0, 2**31 - 1, 0, key=state.OPTIMIZE_SEED)
+    folds = d.number_input(t("Folds"), 2, 20, optimizer.K_FOLDS, key=state.OPTIMIZE_FOLDS)
+    if e.button(t("Search"), key=state.OPTIMIZE_SEARCH, type="primary"):
         progress, bar = ui.progress_callback(t("Searching"))
         outcome = optimizer.optimize(
             ws,
@@ -227,16 +239,16 @@ with ui.guarded(t("Experiments")):
     st.subheader(t("Walk the catalog"))
     st.caption(t("The strategy catalog's fixed single changes, one experiment each."))
     a, b, c = st.columns([1, 2, 1])
-    budget = a.number_input(t("Budget (experiments)"), 1, 50, 5, key="opt_budget")
+    budget = a.number_input(t("Budget (experiments)"), 1, 50, 5, key=state.OPTIMIZE_BUDGET)
     tier_labels = {k: t(name) for k, name in TIER_NAMES.items()}  # catalog names have entries
     tiers = b.multiselect(
         t("Tiers"),
         list(TIER_NAMES),
         default=[1, 2],
         format_func=tier_labels.get,
-        key="opt_tiers",
+        key=state.OPTIMIZE_TIERS,
     )
-    if c.button(t("Start"), key="opt_run", disabled=not tiers):
+    if c.button(t("Start"), key=state.OPTIMIZE_RUN, disabled=not tiers):
         progress, bar = ui.progress_callback(t("Optimizing"))
         with store.writing("optimize (UI)", st.warning):  # one writer per KB for the whole run
             results = optimize(

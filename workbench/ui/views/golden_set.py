@@ -11,7 +11,7 @@ from workbench.answer.drafting import draft_queries
 from workbench.eval import golden, golden_drift
 from workbench.eval.pooling import pool_candidates
 from workbench.ui import components as ui
-from workbench.ui import resources, state
+from workbench.ui import golden_table, resources, state
 from workbench.ui.i18n import t
 from workbench.ui.snippets import escape_markdown, plain_text
 
@@ -44,12 +44,12 @@ with ui.guarded(t("Golden set")):
             "`{path}` · {n} queries · one row per query; relevant chapter ids separated by `{sep}`",
             path=ws.dataset,
             n=len(draft.items),
-            sep=ui.SEP.strip(),
+            sep=golden_table.SEP.strip(),
         )
     )
     edited = st.data_editor(
-        ui.golden_frame(draft),
-        key=f"golden_editor_{state.golden_editor_version()}",
+        golden_table.golden_frame(draft),
+        key=state.golden_editor_key(),
         num_rows="dynamic",
         hide_index=True,
         width="stretch",
@@ -64,7 +64,7 @@ with ui.guarded(t("Golden set")):
             "unanswerable": st.column_config.CheckboxColumn(default=False),
         },
     )
-    working = ui.frame_golden(edited, draft)
+    working = golden_table.frame_golden(edited, draft)
     if working.content_hash != draft.content_hash:
         state.keep_golden_working(working)
     dirty = state.golden_dirty()
@@ -84,7 +84,9 @@ with ui.guarded(t("Golden set")):
     save_col, new_col = st.columns([1, 2])
     with save_col:
         st.markdown(":orange-badge[unsaved changes]" if dirty else ":green-badge[saved]")
-        if st.button(t("Save golden set"), key="golden_save", type="primary", disabled=not dirty):
+        if st.button(
+            t("Save golden set"), key=state.GOLDEN_SAVE, type="primary", disabled=not dirty
+        ):
             try:
                 new = golden.save(working)
             except golden.ConflictError as exc:
@@ -101,12 +103,12 @@ with ui.guarded(t("Golden set")):
         st.error(conflict)
         st.caption(t("Your edits are kept on this page until you choose."))
         a, b = st.columns(2)
-        if a.button(t("Reload from disk (discard my edits)"), key="golden_reload"):
+        if a.button(t("Reload from disk (discard my edits)"), key=state.GOLDEN_RELOAD):
             resources.clear_data()
             state.set_golden_conflict(None)
             state.set_golden_draft(golden.load(ws.dataset), dirty=False)
             st.rerun()
-        if b.button(t("Overwrite the file with my edits"), key="golden_overwrite"):
+        if b.button(t("Overwrite the file with my edits"), key=state.GOLDEN_OVERWRITE):
             new = golden.save(working, force=True)
             state.set_golden_conflict(None)
             state.set_golden_draft(new, dirty=False)
@@ -115,7 +117,7 @@ with ui.guarded(t("Golden set")):
             st.rerun()
     with new_col, st.form("golden_new", clear_on_submit=True, border=False):
         q = st.text_input(
-            t("New query"), key="golden_new_query", placeholder=t("例如：MCP 网关做什么？")
+            t("New query"), key=state.GOLDEN_NEW_QUERY, placeholder=t("例如：MCP 网关做什么？")
         )
         if st.form_submit_button(t("Add query")) and q.strip():
             item = golden.GoldenItem(id=golden.next_id(working), query=q.strip())
@@ -151,7 +153,7 @@ with ui.guarded(t("Golden set")):
                     )
                     + f"`{rid}`"
                 )
-                if c2.button(t("Remove"), key=f"golden_remove_{j}"):
+                if c2.button(t("Remove"), key=state.item_key(state.GOLDEN_REMOVE, j)):
                     rel = tuple(r for r in target.relevant if r != rid)
                     state.set_golden_draft(
                         golden.with_item(working, replace(target, relevant=rel)), dirty=True
@@ -173,7 +175,9 @@ with ui.guarded(t("Golden set")):
 
         tree_tab, search_tab = st.tabs([t("From the tree"), t("From search results")])
         with tree_tab:
-            needle = st.text_input(t("Filter chapters"), key="golden_tree_filter").strip().lower()
+            needle = (
+                st.text_input(t("Filter chapters"), key=state.GOLDEN_TREE_FILTER).strip().lower()
+            )
             options = [
                 n.node_id
                 for n in kb.nodes.values()
@@ -182,7 +186,7 @@ with ui.guarded(t("Golden set")):
             pick = st.selectbox(
                 t("Chapter"),
                 options,
-                key="golden_tree_pick",
+                key=state.GOLDEN_TREE_PICK,
                 format_func=lambda nid: f"{ui.breadcrumb(kb.nodes[nid].breadcrumb)} · {nid}",
             )
             if pick is not None:
@@ -192,12 +196,14 @@ with ui.guarded(t("Golden set")):
                     + escape_markdown(preview[:300] + ("…" if len(preview) > 300 else ""))
                 )
             add_col, draft_col = st.columns(2)
-            if add_col.button(t("Add to relevant"), key="golden_add_tree", disabled=pick is None):
+            if add_col.button(
+                t("Add to relevant"), key=state.GOLDEN_ADD_TREE, disabled=pick is None
+            ):
                 add_relevant(pick)
                 st.rerun()
             if draft_col.button(
                 t("Draft a new query for this chapter"),
-                key="golden_draft_tree",
+                key=state.GOLDEN_DRAFT_TREE,
                 disabled=pick is None,
                 help=t(
                     "An LLM paraphrase when one is configured, else a question built from "
@@ -220,7 +226,9 @@ with ui.guarded(t("Golden set")):
                     c1, c2 = st.columns([5, 1])
                     mark = " ✅" if r.node_id in target.relevant else ""
                     c1.markdown(f"{i}. **{ui.breadcrumb(r.breadcrumb)}** ({r.score:.3f}){mark}")
-                    if c2.button(t("Add"), key=f"golden_add_hit_{i}", disabled=bool(mark)):
+                    if c2.button(
+                        t("Add"), key=state.item_key(state.GOLDEN_ADD_HIT, i), disabled=bool(mark)
+                    ):
                         add_relevant(r.node_id)
                         st.rerun()
 
@@ -235,12 +243,14 @@ with ui.guarded(t("Golden set")):
             choice = st.selectbox(
                 f"{d.item_id}: `{d.stale_id}` →",
                 [*d.suggestions, "(leave as is)"],
-                key=f"golden_drift_{d.item_id}_{d.stale_id}",
+                key=state.item_key(state.GOLDEN_DRIFT, d.item_id, d.stale_id),
                 format_func=lambda o: leave_label if o == "(leave as is)" else o,
             )
             if choice != "(leave as is)":
                 mapping[d.stale_id] = choice
-        if st.button(t("Remap {n} ids", n=len(mapping)), key="golden_remap", disabled=not mapping):
+        if st.button(
+            t("Remap {n} ids", n=len(mapping)), key=state.GOLDEN_REMAP, disabled=not mapping
+        ):
             state.set_golden_draft(golden_drift.remap(working, mapping), dirty=True)
             state.flash(t("Remapped {n} stale ids; review and save", n=len(mapping)))
             st.rerun()
@@ -252,7 +262,7 @@ with ui.guarded(t("Golden set")):
             "query, but that nobody labelled: review, tick and add."
         )
     )
-    if st.button(t("Pool candidates"), key="golden_pool_run"):
+    if st.button(t("Pool candidates"), key=state.GOLDEN_POOL_RUN):
         ev = resources.evaluator(ws, cfg)
         progress, bar = ui.progress_callback(t("Ranking"))
         run = ev.run(
@@ -272,14 +282,14 @@ with ui.guarded(t("Golden set")):
             ]
             picked = st.data_editor(
                 df[["add", "item_id", "query", "chapter", "votes", "best_rank", "node_id"]],
-                key="golden_pool_table",
+                key=state.GOLDEN_POOL_TABLE,
                 hide_index=True,
                 disabled=["item_id", "query", "chapter", "votes", "best_rank", "node_id"],
             )
             chosen = picked[picked["add"]]
             if st.button(
                 t("Add {n} to relevant", n=len(chosen)),
-                key="golden_pool_add",
+                key=state.GOLDEN_POOL_ADD,
                 disabled=chosen.empty,
             ):
                 gs = working

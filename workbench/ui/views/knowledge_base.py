@@ -27,7 +27,7 @@ with ui.guarded(t("Knowledge base")):
     with tree_col:
         st.subheader(t("Chapter tree"))
         needle = st.text_input(
-            t("Filter chapters"), key="kb_filter", placeholder=t("title, path or id (中文 OK)")
+            t("Filter chapters"), key=state.KB_FILTER, placeholder=t("title, path or id (中文 OK)")
         ).strip()
         docs = {d.nodes[0].node_id: d for d in kb.documents if d.nodes}
         if needle:
@@ -82,10 +82,10 @@ with ui.guarded(t("Knowledge base")):
                 "file": st.column_config.TextColumn(width="medium"),
                 "category": st.column_config.TextColumn(width="small"),
             },
-            key="kb_tree",
+            key=state.KB_TREE,
         )
         picked = table.selection.rows if table is not None and table.selection else []
-        if picked and state.changed("kb_tree_pick", rows[picked[0]]["node_id"]):
+        if picked and state.changed(state.KB_TREE_PICK, rows[picked[0]]["node_id"]):
             state.set_selected_node(rows[picked[0]]["node_id"])
 
     with view_col:
@@ -98,7 +98,7 @@ with ui.guarded(t("Knowledge base")):
             ids if current in ids else [current, *ids],
             index=(ids if current in ids else [current, *ids]).index(current),
             format_func=lambda nid: ui.breadcrumb(kb.nodes[nid].breadcrumb),
-            key=f"kb_node_{current}",
+            key=state.item_key(state.KB_NODE, current),
         )
         if choice != current:
             state.set_selected_node(choice)
@@ -132,7 +132,7 @@ with ui.guarded(t("Knowledge base")):
             go = st.pills(
                 t("Go to parent / chapters inside"),
                 nav,
-                key=f"kb_nav_{node.node_id}",
+                key=state.item_key(state.KB_NAV, node.node_id),
                 format_func=lambda i: ("↑ " if i == node.parent_id else "") + kb.nodes[i].title,
             )
             if go:
@@ -143,36 +143,46 @@ with ui.guarded(t("Knowledge base")):
     st.subheader(t("Search"))
     with st.form("kb_search_form"):
         query = st.text_input(
-            t("Query"), key="kb_query", placeholder=t("例如：父子块检索怎么展开？")
+            t("Query"), key=state.KB_QUERY, placeholder=t("例如：父子块检索怎么展开？")
         )
         c = st.columns(4)
         modes = field_spec("search.mode")["choices"]
-        mode = c[0].selectbox(t("Mode"), modes, index=modes.index(cfg.search.mode), key="kb_mode")
-        top_k = c[1].number_input(t("Top K"), 1, 100, cfg.search.top_k, key="kb_top_k")
+        mode = c[0].selectbox(
+            t("Mode"), modes, index=modes.index(cfg.search.mode), key=state.KB_MODE
+        )
+        top_k = c[1].number_input(t("Top K"), 1, 100, cfg.search.top_k, key=state.KB_TOP_K)
         expands = field_spec("search.expand")["choices"]
         expand = c[2].selectbox(
-            t("Expand"), expands, index=expands.index(cfg.search.expand), key="kb_expand"
+            t("Expand"), expands, index=expands.index(cfg.search.expand), key=state.KB_EXPAND
         )
         rerank = c[3].checkbox(
             t("Rerank"),
             value=cfg.rerank.provider != "none",
-            key="kb_rerank",
+            key=state.KB_RERANK,
             help=t("rerank.provider is `{provider}` in this config", provider=cfg.rerank.provider),
         )
         f = st.columns(4)
         nodes = list(kb.nodes.values())
         filters = {
             "category": f[0].multiselect(
-                t("Category"), sorted({n.category for n in nodes if n.category}), key="kb_f_cat"
+                t("Category"),
+                sorted({n.category for n in nodes if n.category}),
+                key=state.KB_FILTER_CATEGORY,
             ),
             "priority": f[1].multiselect(
-                t("Priority"), sorted({n.priority for n in nodes if n.priority}), key="kb_f_pri"
+                t("Priority"),
+                sorted({n.priority for n in nodes if n.priority}),
+                key=state.KB_FILTER_PRIORITY,
             ),
             "doc_type": f[2].multiselect(
-                t("Type"), sorted({n.doc_type for n in nodes if n.doc_type}), key="kb_f_type"
+                t("Type"),
+                sorted({n.doc_type for n in nodes if n.doc_type}),
+                key=state.KB_FILTER_TYPE,
             ),
             "keywords": f[3].multiselect(
-                t("Keywords"), sorted({k for n in nodes for k in n.keywords}), key="kb_f_kw"
+                t("Keywords"),
+                sorted({k for n in nodes for k in n.keywords}),
+                key=state.KB_FILTER_KEYWORDS,
             ),
         }
         submitted = st.form_submit_button(t("Search"), type="primary")
@@ -252,10 +262,10 @@ with ui.guarded(t("Knowledge base")):
                             )
                         )
                     b = st.columns(4)
-                    if b[0].button(t("Show this chapter"), key=f"kb_open_{i}"):
+                    if b[0].button(t("Show this chapter"), key=state.item_key(state.KB_OPEN, i)):
                         state.set_selected_node(r.node_id)
                         st.rerun()
                     for j, child in enumerate(kb.children(r.node_id)[:3], 1):
-                        if b[j].button(f"↳ {child.title}", key=f"kb_open_{i}_{j}"):
+                        if b[j].button(f"↳ {child.title}", key=state.item_key(state.KB_OPEN, i, j)):
                             state.set_selected_node(child.node_id)
                             st.rerun()

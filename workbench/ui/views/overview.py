@@ -6,8 +6,8 @@ import streamlit as st
 
 from workbench.tune.experiment_history import trajectory
 from workbench.tune.experiment_store import ExperimentStore
+from workbench.ui import charts, resources, state
 from workbench.ui import components as ui
-from workbench.ui import resources, state
 from workbench.ui.i18n import t
 
 st.title(t("Overview"))
@@ -65,7 +65,7 @@ with ui.guarded(t("Overview")):
             )
         )
         st.warning(what + " " + t("Re-index so search and evaluation see the current wiki."))
-        if st.button(t("Re-index now"), key="overview_reindex", type="primary"):
+        if st.button(t("Re-index now"), key=state.OVERVIEW_REINDEX, type="primary"):
             from engine.indexer import build_index
 
             progress, bar = ui.progress_callback(t("Indexing"))
@@ -94,7 +94,7 @@ with ui.guarded(t("Overview")):
                 label=label,
             )
         )
-        if st.button(t("Adopt as baseline"), key="overview_baseline"):
+        if st.button(t("Adopt as baseline"), key=state.OVERVIEW_BASELINE):
             cfg.save(store.baseline)
             store.ensure_initial_version()
             resources.clear_data()
@@ -147,7 +147,7 @@ with ui.guarded(t("Overview")):
             for col, key in zip(m, ("recall@5", "mrr", "hit@5", "ndcg@10"), strict=True):
                 col.metric(key, f"{means.get(key, 0.0):.3f}")
             st.markdown(
-                t("Recall@5 band: {badge}", badge=ui.band_badge(means.get("recall@5", 0.0)))
+                t("Recall@5 band: {badge}", badge=charts.band_badge(means.get("recall@5", 0.0)))
             )
         else:
             st.caption(t("No runs yet."))
@@ -163,4 +163,4 @@ with ui.guarded(t("Overview")):
                 "views/scorecard.py", label=t("Compute the scorecard"), icon=":material/grade:"
             )
     with right:
-        ui.trajectory_chart(trajectory(store))
+        charts.trajectory_chart(trajectory(store))

@@ -23,10 +23,10 @@ with ui.guarded(t("Reports")):
         st.stop()
     names = [p.stem for p in runs]
     c = st.columns([2, 1, 1])
-    pick = c[0].selectbox(t("Run"), names, key="rep_run")
+    pick = c[0].selectbox(t("Run"), names, key=state.REPORT_RUN)
     record = resources.run_record(runs[names.index(pick)])
-    mode = c[1].selectbox(t("Mode"), record.modes, key="rep_mode")
-    view = c[2].radio(t("Preview"), ["Markdown", "HTML"], horizontal=True, key="rep_view")
+    mode = c[1].selectbox(t("Mode"), record.modes, key=state.REPORT_MODE)
+    view = c[2].radio(t("Preview"), ["Markdown", "HTML"], horizontal=True, key=state.REPORT_VIEW)
     card = state.scorecard()
     if card is not None and card.config_hash != record.config_hash:
         card = None  # a scorecard of another config does not belong in this report

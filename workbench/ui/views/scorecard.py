@@ -6,9 +6,10 @@ import pandas as pd
 import streamlit as st
 
 from workbench.answer.llm import llm_settings
+from workbench.tune import scorecard as sc
 from workbench.tune.experiments import run_experiment
 from workbench.ui import components as ui
-from workbench.ui import resources, state
+from workbench.ui import resources, state, tuning_widgets
 from workbench.ui.i18n import t
 
 st.title(t("Scorecard"))
@@ -23,14 +24,13 @@ with ui.guarded(t("Scorecard")):
             t("Create the golden set"),
         )
         st.stop()
-    sc = ui.core("workbench.tune.scorecard", "wikirag scorecard")
-    if sc is None:
-        st.stop()
 
     def evaluator_for(c):
         return resources.evaluator(ws, c)
 
-    recompute = st.button(t("Recompute"), key="sc_recompute", help=t("after a new run or KB edit"))
+    recompute = st.button(
+        t("Recompute"), key=state.SCORECARD_RECOMPUTE, help=t("after a new run or KB edit")
+    )
     card = state.scorecard()
     if recompute or card is None or card.config_hash != cfg.hash:
         progress, bar = ui.progress_callback(t("Scoring"))
@@ -110,7 +110,7 @@ with ui.guarded(t("Scorecard")):
             if exp:
                 change = ", ".join(f"`{k}={v}`" for k, v in exp["overrides"].items())
                 st.markdown(t("Next experiment: {change} — {why}", change=change, why=exp["why"]))
-                if st.button(t("Run this experiment"), key=f"sc_fix_{i}"):
+                if st.button(t("Run this experiment"), key=state.item_key(state.SCORECARD_FIX, i)):
                     with st.status(
                         t("Trying {change} against the baseline…", change=change)
                     ) as status:
@@ -125,7 +125,7 @@ with ui.guarded(t("Scorecard")):
                         status.update(label=t("Experiment done"), state="complete")
                     resources.clear_data()
                     state.set_experiment_result(result)
-                    ui.decision(result)
+                    tuning_widgets.decision(result)
             for alt in d.alternatives:
                 change = ", ".join(f"`{k}={v}`" for k, v in alt["overrides"].items())
                 if alt.get("tried"):
