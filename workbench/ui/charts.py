@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import pandas as pd
 import streamlit as st
@@ -11,10 +11,15 @@ import streamlit as st
 from workbench.ui.i18n import t
 
 # Target bands for recall (DESIGN.md): poor < 0.5 <= acceptable < 0.7 <= good < 0.85 <= excellent.
-BANDS = ((0.85, "excellent", "green"), (0.7, "good", "blue"), (0.5, "acceptable", "orange"))
+BandColour = Literal["green", "blue", "orange", "red"]
+BANDS: tuple[tuple[float, str, BandColour], ...] = (
+    (0.85, "excellent", "green"),
+    (0.7, "good", "blue"),
+    (0.5, "acceptable", "orange"),
+)
 
 
-def band(value: float) -> tuple[str, str]:
+def band(value: float) -> tuple[str, BandColour]:
     """(label, colour) of a recall value's target band."""
     for lo, label, color in BANDS:
         if value >= lo:
