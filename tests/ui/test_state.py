@@ -12,7 +12,8 @@ WIDGET_KEYWORDS = ("key", "widget_key")
 
 
 def _literal_keys(path: Path) -> list[str]:
-    """`key="..."` / `key=f"..."` arguments of calls in one file (sort keys are callables)."""
+    """`key="..."` / `key=f"..."` arguments and `st.form("...")` keys in one file (sort keys are
+    callables, not literals)."""
     found = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Call):
@@ -22,6 +23,10 @@ def _literal_keys(path: Path) -> list[str]:
                 )
                 if kw.arg in WIDGET_KEYWORDS and literal:
                     found.append(f"{path.relative_to(UI)}:{node.lineno}")
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "form" and node.args:
+            first = node.args[0]
+            if isinstance(first, ast.JoinedStr | ast.Constant):
+                found.append(f"{path.relative_to(UI)}:{node.lineno} (form)")
     return found
 
 

@@ -77,7 +77,7 @@ with ui.guarded(t("Chat")):
     draft = state.chat_draft()
     if draft is not None:
         st.subheader(t("New golden-set entry from this answer"))
-        with st.form("chat_draft_form"):
+        with st.form(state.CHAT_DRAFT_FORM):
             a, b = st.columns([3, 1])
             query = a.text_input(t("Query"), draft["query"], key=state.CHAT_DRAFT_QUERY)
             item_id = b.text_input(t("Id"), draft["id"], key=state.CHAT_DRAFT_ID)

@@ -115,7 +115,7 @@ with ui.guarded(t("Golden set")):
             resources.clear_data()
             state.flash(f"Overwrote {new.path} with {len(new.items)} queries")
             st.rerun()
-    with new_col, st.form("golden_new", clear_on_submit=True, border=False):
+    with new_col, st.form(state.GOLDEN_NEW_FORM, clear_on_submit=True, border=False):
         q = st.text_input(
             t("New query"), key=state.GOLDEN_NEW_QUERY, placeholder=t("例如：MCP 网关做什么？")
         )

@@ -141,7 +141,7 @@ with ui.guarded(t("Knowledge base")):
 
     st.divider()
     st.subheader(t("Search"))
-    with st.form("kb_search_form"):
+    with st.form(state.KB_SEARCH_FORM):
         query = st.text_input(
             t("Query"), key=state.KB_QUERY, placeholder=t("例如：父子块检索怎么展开？")
         )
