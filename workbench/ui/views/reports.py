@@ -49,7 +49,7 @@ with ui.guarded(t("Reports")):
             files[fmt.name].encode("utf-8"),
             file_name=f"{stem}.{fmt.suffix}",
             mime=fmt.mime,
-            key=f"rep_dl_{fmt.label}",
+            key=state.item_key(state.REPORT_DOWNLOAD, fmt.label),
             icon=":material/download:",
         )
 
