@@ -85,6 +85,7 @@ EVAL_FORM = "eval_form"
 EVAL_MODES = "eval_modes"
 EVAL_SPLIT = "eval_split"
 EVAL_RERANK = "eval_rerank"
+EVAL_ALLOW_INVALID = "eval_allow_invalid"
 EVAL_MODE_SHOWN = "eval_mode_shown"
 # views/experiments.py
 EXPERIMENT_RULE = "exp_rule"

@@ -45,7 +45,7 @@ with ui.guarded(t("Evaluate")):
         )
         allow_invalid = st.checkbox(
             t("Score an invalid golden set (skip the items with errors)"),
-            key="eval_allow_invalid",
+            key=state.EVAL_ALLOW_INVALID,
         )
         go = st.form_submit_button(t("Run evaluation"), type="primary")
     if go:
