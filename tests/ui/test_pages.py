@@ -159,7 +159,7 @@ def test_evaluate_refuses_an_invalid_golden_set_unless_the_box_is_ticked(ui_copy
     assert not at.exception
     assert "golden set kb is invalid" in texts(at) and "q900" in texts(at)
     assert not list(runs.glob("*.json"))  # nothing scored, nothing saved
-    at.checkbox(key="eval_allow_invalid").check()
+    at.checkbox(key=state.EVAL_ALLOW_INVALID).check()
     next(b for b in at.button if b.label == "Run evaluation").click().run()
     assert not at.exception
     assert "Invalid items skipped: skipped 1 of 6 golden items with errors (q900)" in texts(at)
