@@ -26,7 +26,7 @@ fresh serving process), ``targets`` (the issue targets) and ``rescoring`` (``--r
 Benchmarks that are not a user command live in ``benchmarks/``.
 """
 
-from workbench.bench.measure import load_avg, peak_rss_mb, percentiles, top_ids
+from workbench.bench.measure import load_avg, overlap, peak_rss_mb, percentiles, top_ids
 from workbench.bench.peer import LanceHybridPeer
 from workbench.bench.queries import load_queries, sample_queries
 from workbench.bench.rescoring import bench_rescoring
@@ -42,6 +42,7 @@ __all__ = [
     "copy_kb",
     "load_avg",
     "load_queries",
+    "overlap",
     "peak_rss_mb",
     "percentiles",
     "run_bench",
