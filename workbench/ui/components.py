@@ -115,6 +115,11 @@ def progress_callback(label: str) -> tuple[Callable[..., None], Any]:
     return update, bar
 
 
+def warn(message: str) -> None:
+    """``st.warning`` as a ``notify(message)`` callback (``st.warning`` returns its element)."""
+    st.warning(message)
+
+
 def breadcrumb(parts: Sequence[str]) -> str:
     return " › ".join(str(p) for p in parts)
 

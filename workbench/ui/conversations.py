@@ -15,7 +15,7 @@ from workbench.answer.conversations import (
     replay,
 )
 from workbench.ui import resources, state
-from workbench.ui.i18n import t
+from workbench.ui.i18n import labelled, t
 
 
 def keep_turn(ws: Any, question: str, answer: Any, label: str, config_hash: str) -> None:
@@ -65,7 +65,7 @@ def history_panel(ws: Any, llm: Any, mode: str, top_k: int) -> None:
             t("Conversation"),
             ids,
             key=state.CHAT_HISTORY_PICK,
-            format_func=labels.get,
+            format_func=labelled(labels),
         )
         conv = store.load(pick)
         b = st.columns(4)

@@ -12,7 +12,9 @@ from __future__ import annotations
 import functools
 import locale
 import os
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TypeVar
 
 import streamlit as st
 
@@ -20,6 +22,8 @@ LANGS = {"en": "English", "zh": "中文"}
 DEFAULT = "en"
 LOCALE_DIR = Path(__file__).resolve().parent / "locale"
 SESSION_KEY = "ui_lang"
+
+V = TypeVar("V")
 
 
 def normalize(value: str | None) -> str | None:
@@ -77,6 +81,15 @@ def t(msgid: str, /, **values: object) -> str:
     return text.format(**values) if values else text
 
 
+def labelled(labels: Mapping[V, str]) -> Callable[[V], str]:
+    """A widget's ``format_func`` from labels translated in the script, before the widget.
+
+    Streamlit's test harness also calls ``format_func`` outside the script run, where ``t()``
+    cannot see the session's language. A value without a label shows as itself.
+    """
+    return lambda value: labels.get(value, str(value))
+
+
 def switch() -> None:
     """The sidebar's language switch."""
     current()
@@ -84,6 +97,6 @@ def switch() -> None:
         "Language / 语言",
         list(LANGS),
         key=SESSION_KEY,
-        format_func=LANGS.get,
+        format_func=labelled(LANGS),
         label_visibility="collapsed",
     )

@@ -11,7 +11,7 @@ import streamlit as st
 from workbench.eval import analysis as A
 from workbench.ui import components as ui
 from workbench.ui import resources, state, tuning_widgets
-from workbench.ui.i18n import t
+from workbench.ui.i18n import labelled, t
 
 MEASURES = ("mrr", "recall@5", "hit@5", "ndcg@10", "recall@10")
 OUTCOME_COLOUR = {"won": "#1a7f37", "lost": "#cf222e", "changed": "#9a6700", "tied": ""}
@@ -56,7 +56,7 @@ def runs_diff(ws: Any) -> None:
         t("Show"),
         ["all", *A.OUTCOMES],
         key=state.RUNS_DIFF_OUTCOME,
-        format_func=show_labels.get,
+        format_func=labelled(show_labels),
     )
     if any(r.dataset.hash != records[0].dataset.hash for r in records):
         st.warning(t("These runs used different versions of the golden set: compare with care."))

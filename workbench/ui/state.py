@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
 from workbench.eval.golden import GoldenSet
+
+if TYPE_CHECKING:
+    from workbench.tune.experiment_log import ExperimentResult
 
 CONFIG_CHOICE = "config_choice"  # the sidebar selectbox's key
 SELECTED_NODE = "selected_node"
@@ -299,19 +302,19 @@ def set_chat_draft(draft: dict[str, Any] | None) -> None:
     st.session_state[CHAT_DRAFT] = draft
 
 
-def experiment_result() -> Any:
+def experiment_result() -> ExperimentResult | None:
     return _get(EXPERIMENT_RESULT)
 
 
-def set_experiment_result(result: Any) -> None:
+def set_experiment_result(result: ExperimentResult | None) -> None:
     st.session_state[EXPERIMENT_RESULT] = result
 
 
-def optimize_results() -> list[Any] | None:
+def optimize_results() -> list[ExperimentResult] | None:
     return _get(OPTIMIZE_RESULTS)
 
 
-def set_optimize_results(results: list[Any] | None) -> None:
+def set_optimize_results(results: list[ExperimentResult] | None) -> None:
     st.session_state[OPTIMIZE_RESULTS] = results
 
 

@@ -13,7 +13,7 @@ from workbench.eval import golden
 from workbench.ui import chat_turns, resources, state
 from workbench.ui import components as ui
 from workbench.ui.conversations import history_panel, keep_turn
-from workbench.ui.i18n import t
+from workbench.ui.i18n import labelled, t
 
 st.title(t("Chat"))
 if msg := state.flash():
@@ -101,7 +101,7 @@ with ui.guarded(t("Chat")):
                 list(golden.DIFFICULTIES),
                 index=1,
                 key=state.CHAT_DRAFT_DIFFICULTY,
-                format_func=difficulty_labels.get,  # values stay English
+                format_func=labelled(difficulty_labels),  # values stay English
             )
             category = d2.text_input(
                 t("Category"), draft.get("category", ""), key=state.CHAT_DRAFT_CATEGORY

@@ -3,13 +3,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 import streamlit as st
 
 from engine.config import all_keys
 from workbench.tune import optimizer
 from workbench.tune import rule as rules
-from workbench.tune.catalog import CATALOG, TIER_NAMES
+from workbench.tune.catalog import CATALOG, TIER_NAMES, Strategy
 from workbench.tune.catalog_walk import optimize
 from workbench.tune.experiment_history import log_rows, trajectory
 from workbench.tune.experiment_store import ExperimentStore
@@ -18,7 +20,7 @@ from workbench.tune.study import load_studies
 from workbench.tune.study_figures import study_figures
 from workbench.ui import charts, resources, state, tuning_widgets
 from workbench.ui import components as ui
-from workbench.ui.i18n import t
+from workbench.ui.i18n import labelled, t
 
 st.title(t("Experiments"))
 if msg := state.flash():
@@ -71,7 +73,7 @@ with ui.guarded(t("Experiments")):
     st.subheader(t("One change"))
     manual = "(choose a knob yourself)"  # the option value; its label is translated
     manual_label = t("(choose a knob yourself)")
-    suggestions = {manual: None}
+    suggestions: dict[str, tuple[Strategy, dict[str, Any]] | None] = {manual: None}
     for s in CATALOG:
         for change in s.candidates:
             text = ", ".join(f"{k}={v}" for k, v in change.items())
@@ -103,10 +105,10 @@ with ui.guarded(t("Experiments")):
         + " "
         + (", ".join(f"`{k}`: {a!r} → **{b!r}**" for k, (a, b) in changes.items()) or t("none yet"))
     )
-    c = st.columns([2, 2, 1])
-    title = c[0].text_input(t("Title (optional)"), key=state.EXPERIMENT_TITLE)
-    notes = c[1].text_input(t("Notes (optional)"), key=state.EXPERIMENT_NOTES)
-    if c[2].button(
+    row = st.columns([2, 2, 1])
+    title = row[0].text_input(t("Title (optional)"), key=state.EXPERIMENT_TITLE)
+    notes = row[1].text_input(t("Notes (optional)"), key=state.EXPERIMENT_NOTES)
+    if row[2].button(
         t("Run experiment"), key=state.EXPERIMENT_RUN, type="primary", disabled=not changes
     ):
         with st.status(t("Evaluating baseline and candidate on tune and holdout…")) as status:
@@ -117,15 +119,15 @@ with ui.guarded(t("Experiments")):
                 title=title or None,
                 tier=tier,
                 notes=notes,
-                notify=st.warning,
+                notify=ui.warn,
                 rule=rule,
             )
             status.update(label=t("Experiment done"), state="complete")
         resources.clear_data()
         state.set_experiment_result(result)
-    result = state.experiment_result()
-    if result is not None:
-        tuning_widgets.decision(result)
+    shown = state.experiment_result()
+    if shown is not None:
+        tuning_widgets.decision(shown)
 
     left, right = st.columns(2)
     with left:
@@ -245,18 +247,18 @@ with ui.guarded(t("Experiments")):
         t("Tiers"),
         list(TIER_NAMES),
         default=[1, 2],
-        format_func=tier_labels.get,
+        format_func=labelled(tier_labels),
         key=state.OPTIMIZE_TIERS,
     )
     if c.button(t("Start"), key=state.OPTIMIZE_RUN, disabled=not tiers):
         progress, bar = ui.progress_callback(t("Optimizing"))
-        with store.writing("optimize (UI)", st.warning):  # one writer per KB for the whole run
-            results = optimize(
+        with store.writing("optimize (UI)", ui.warn):  # one writer per KB for the whole run
+            walked = optimize(
                 ws, evaluator_for, budget=int(budget), tiers=set(tiers), progress=progress
             )
         bar.empty()
         resources.clear_data()
-        state.set_optimize_results(results)
+        state.set_optimize_results(walked)
     results = state.optimize_results()
     if results is not None:
         accepted = sum(r.decision.accepted for r in results)

@@ -120,7 +120,7 @@ with ui.guarded(t("Scorecard")):
                             exp["overrides"],
                             tier="scorecard",
                             notes=f"suggested by the scorecard ({d.name})",
-                            notify=st.warning,
+                            notify=ui.warn,
                         )
                         status.update(label=t("Experiment done"), state="complete")
                     resources.clear_data()
