@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pandas as pd
 import streamlit as st
 
+from workbench.answer.chat_answer import ChatAnswer
 from workbench.answer.conversations import (
     ChatStore,
     Conversation,
@@ -14,11 +13,15 @@ from workbench.answer.conversations import (
     compare_replay,
     replay,
 )
+from workbench.answer.llm import LLMClient
 from workbench.ui import resources, state
 from workbench.ui.i18n import labelled, t
+from workbench.workspace import Workspace
 
 
-def keep_turn(ws: Any, question: str, answer: Any, label: str, config_hash: str) -> None:
+def keep_turn(
+    ws: Workspace, question: str, answer: ChatAnswer, label: str, config_hash: str
+) -> None:
     """Store one answered turn in the current conversation (a new one on the first turn)."""
     store = ChatStore(ws.experiments)
     cid = state.chat_conversation()
@@ -41,7 +44,7 @@ def open_conversation(conv: Conversation) -> None:
         )
 
 
-def history_panel(ws: Any, llm: Any, mode: str, top_k: int) -> None:
+def history_panel(ws: Workspace, llm: LLMClient | None, mode: str, top_k: int) -> None:
     store = ChatStore(ws.experiments)
     convs = store.list()
     counts = store.turn_counts()

@@ -64,7 +64,7 @@ with ui.guarded(t("Chat")):
         if chat_turns.chat_turn(i, turn, kb, show_notice=not shown_before):
             gs = resources.golden_set(ws)
             try:
-                draft = draft_golden_item(
+                drafted = draft_golden_item(
                     turn["question"],
                     turn["answer"],
                     existing_ids=[it.id for it in gs.items] if gs else [],
@@ -72,7 +72,7 @@ with ui.guarded(t("Chat")):
             except ValueError as exc:
                 st.warning(str(exc))
             else:
-                state.set_chat_draft(draft)
+                state.set_chat_draft(drafted)
 
     draft = state.chat_draft()
     if draft is not None:

@@ -100,12 +100,12 @@ with ui.guarded(t("Compare & sweep")):
         v2 = b.text_input(
             t("Values 2"), "", key=state.SWEEP_VALUES_2, placeholder=t("e.g. 0.5, 1, 2")
         )
-        c = st.columns(3)
-        split = c[0].selectbox(t("Decide on"), ["tune", "all"], key=state.SWEEP_SPLIT)
-        measure = c[1].selectbox(
+        row = st.columns(3)
+        split = row[0].selectbox(t("Decide on"), ["tune", "all"], key=state.SWEEP_SPLIT)
+        measure = row[1].selectbox(
             t("Measure"), ["recall@5", "mrr", "hit@5", "ndcg@10"], key=state.SWEEP_MEASURE
         )
-        if c[2].button(t("Run sweep"), key=state.SWEEP_RUN, type="primary"):
+        if row[2].button(t("Run sweep"), key=state.SWEEP_RUN, type="primary"):
             grid = dict([sweep_mod.parse_grid_arg(f"{k1}={v1}")])
             if k2 != "(none)" and v2.strip():
                 grid.update([sweep_mod.parse_grid_arg(f"{k2}={v2}")])
@@ -180,7 +180,7 @@ with ui.guarded(t("Compare & sweep")):
                 with st.status(
                     t("Evaluating baseline and candidate on tune and holdout…")
                 ) as status:
-                    result = run_experiment(
+                    experiment = run_experiment(
                         ws,
                         lambda c_: resources.evaluator(ws, c_),
                         res.points[point].values,
@@ -189,5 +189,5 @@ with ui.guarded(t("Compare & sweep")):
                     )
                     status.update(label=t("Experiment done"), state="complete")
                 resources.clear_data()
-                state.set_experiment_result(result)
-                tuning_widgets.decision(result)
+                state.set_experiment_result(experiment)
+                tuning_widgets.decision(experiment)

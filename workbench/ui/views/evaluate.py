@@ -133,9 +133,9 @@ with ui.guarded(t("Evaluate")):
     failure_analysis(record, mode, resources.kb(ws))
 
     st.subheader(t("Slices"))
-    charts = st.columns(3)
+    slice_cols = st.columns(3)
     for col, (by, title) in zip(
-        charts,
+        slice_cols,
         (
             ("difficulty", t("By difficulty")),
             ("category", t("By category")),

@@ -145,17 +145,17 @@ with ui.guarded(t("Knowledge base")):
         query = st.text_input(
             t("Query"), key=state.KB_QUERY, placeholder=t("例如：父子块检索怎么展开？")
         )
-        c = st.columns(4)
+        row = st.columns(4)
         modes = field_spec("search.mode")["choices"]
-        mode = c[0].selectbox(
+        mode = row[0].selectbox(
             t("Mode"), modes, index=modes.index(cfg.search.mode), key=state.KB_MODE
         )
-        top_k = c[1].number_input(t("Top K"), 1, 100, cfg.search.top_k, key=state.KB_TOP_K)
+        top_k = row[1].number_input(t("Top K"), 1, 100, cfg.search.top_k, key=state.KB_TOP_K)
         expands = field_spec("search.expand")["choices"]
-        expand = c[2].selectbox(
+        expand = row[2].selectbox(
             t("Expand"), expands, index=expands.index(cfg.search.expand), key=state.KB_EXPAND
         )
-        rerank = c[3].checkbox(
+        rerank = row[3].checkbox(
             t("Rerank"),
             value=cfg.rerank.provider != "none",
             key=state.KB_RERANK,
