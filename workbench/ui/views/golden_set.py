@@ -133,13 +133,17 @@ with ui.guarded(t("Golden set")):
     else:
         if st.session_state.get(state.GOLDEN_TARGET) not in ids:
             st.session_state.pop(state.GOLDEN_TARGET, None)
+
+        def query_label(item_id: str) -> str:
+            item = working.get(item_id)
+            return f"{item_id} · {item.query if item else ''}"
+
         target_id = st.selectbox(
-            t("Query to label"),
-            ids,
-            key=state.GOLDEN_TARGET,
-            format_func=lambda i: f"{i} · {working.get(i).query if working.get(i) else ''}",
+            t("Query to label"), ids, key=state.GOLDEN_TARGET, format_func=query_label
         )
         target = working.get(target_id)
+        if target is None:  # cannot happen: the picker offers only the set's ids
+            st.stop()
         if target.relevant:
             st.markdown(t("**Relevant now**"))
             for j, rid in enumerate(target.relevant):
@@ -163,15 +167,13 @@ with ui.guarded(t("Golden set")):
         else:
             st.caption(t("Relevant now: none"))
 
-        def add_relevant(node_id: str) -> None:
-            rel = tuple(dict.fromkeys([*target.relevant, node_id]))
+        def add_relevant(item: golden.GoldenItem, node_id: str) -> None:
+            rel = tuple(dict.fromkeys([*item.relevant, node_id]))
             # A query gets a category from its first label (the chapter's), unless it has one.
-            category = target.category or (
-                kb.nodes[node_id].category if node_id in kb.nodes else ""
-            )
-            changed = replace(target, relevant=rel, unanswerable=False, category=category)
+            category = item.category or (kb.nodes[node_id].category if node_id in kb.nodes else "")
+            changed = replace(item, relevant=rel, unanswerable=False, category=category)
             state.set_golden_draft(golden.with_item(working, changed), dirty=True)
-            state.flash(t("{node} added to {id}", node=node_id, id=target.id))
+            state.flash(t("{node} added to {id}", node=node_id, id=item.id))
 
         tree_tab, search_tab = st.tabs([t("From the tree"), t("From search results")])
         with tree_tab:
@@ -199,7 +201,7 @@ with ui.guarded(t("Golden set")):
             if add_col.button(
                 t("Add to relevant"), key=state.GOLDEN_ADD_TREE, disabled=pick is None
             ):
-                add_relevant(pick)
+                add_relevant(target, pick)
                 st.rerun()
             if draft_col.button(
                 t("Draft a new query for this chapter"),
@@ -210,10 +212,10 @@ with ui.guarded(t("Golden set")):
                     "the heading. Review the wording before saving."
                 ),
             ):
-                [draft] = draft_queries(
+                [drafted] = draft_queries(
                     [kb.nodes[pick]], existing_ids=ids, llm=resources.llm_client(cfg, ws.kb)
                 )
-                item = golden.item_from_dict(draft)
+                item = golden.item_from_dict(drafted)
                 state.set_golden_draft(golden.with_item(working, item), dirty=True)
                 state.flash(t("Drafted {id}: {query}", id=item.id, query=item.query))
                 st.rerun()
@@ -229,7 +231,7 @@ with ui.guarded(t("Golden set")):
                     if c2.button(
                         t("Add"), key=state.item_key(state.GOLDEN_ADD_HIT, i), disabled=bool(mark)
                     ):
-                        add_relevant(r.node_id)
+                        add_relevant(target, r.node_id)
                         st.rerun()
 
     st.subheader(t("Drift: labels that no longer exist"))
