@@ -79,10 +79,10 @@ def _run(args: argparse.Namespace) -> int:
     overrides = dict(parse_override(s) for s in args.overrides)
     if overrides:
         cfg = cfg.with_overrides(overrides)
-    queries: str | int | None = args.queries
-    if queries is not None and queries.isdigit():
-        queries = int(queries)
-    if args.rescore and not (isinstance(queries, str) and queries.endswith((".yaml", ".yml"))):
+    raw: str | None = args.queries  # a count, a golden set or a query file
+    queries: str | int | None = int(raw) if raw is not None and raw.isdigit() else raw
+    golden_path = raw if raw is not None and raw.endswith((".yaml", ".yml")) else None
+    if args.rescore and golden_path is None:
         raise EngineError("--rescore needs --queries GOLDEN.yaml (a golden set with relevant ids)")
     if args.kb is not None and not Path(args.kb).is_dir():
         raise EngineError(f"knowledge base folder {args.kb} not found; pass --kb DIR")
@@ -97,7 +97,7 @@ def _run(args: argparse.Namespace) -> int:
         seed=args.seed,
         work_dir=args.work_dir,
         keep=args.keep,
-        rescore_dataset=queries if args.rescore else None,
+        rescore_dataset=golden_path if args.rescore else None,
         log=info,
     )
     text = json.dumps(result, ensure_ascii=False, indent=1, default=str)
