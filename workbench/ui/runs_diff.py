@@ -3,8 +3,6 @@ with both ranked lists side by side and the gold chapters marked."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pandas as pd
 import streamlit as st
 
@@ -12,12 +10,13 @@ from workbench.eval import analysis as A
 from workbench.ui import components as ui
 from workbench.ui import resources, state, tuning_widgets
 from workbench.ui.i18n import labelled, t
+from workbench.workspace import Workspace
 
 MEASURES = ("mrr", "recall@5", "hit@5", "ndcg@10", "recall@10")
 OUTCOME_COLOUR = {"won": "#1a7f37", "lost": "#cf222e", "changed": "#9a6700", "tied": ""}
 
 
-def runs_diff(ws: Any) -> None:
+def runs_diff(ws: Workspace) -> None:
     paths = resources.run_paths(ws)
     if len(paths) < 2:
         ui.empty_state(
