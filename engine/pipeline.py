@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 from engine.config import EngineConfig
 
@@ -321,27 +322,20 @@ def compose(
         if scores is None:  # provider failed: rank as a search without rerank would
             pool = pool_size(cfg, top_k, False)
             fused = fuse(cands, cfg, mode, pool)
-    ranked = rank(
+    # The page and the deeper list (depth) rank the same candidates the same way.
+    rank_to = partial(
+        rank,
         cands,
         cfg,
-        top_k=top_k,
         mode=mode,
         rerank_scores=scores,
         children_of=children_of,
         pool=pool,
         fused=fused,
     )
+    ranked = rank_to(top_k=top_k)
     if depth is not None and depth > top_k:
-        deeper = rank(
-            cands,
-            cfg,
-            top_k=depth,
-            mode=mode,
-            rerank_scores=scores,
-            children_of=children_of,
-            pool=pool,
-            fused=fused,
-        )
+        deeper = rank_to(top_k=depth)
         seen = {r.node_id for r in ranked}
         ranked = ranked + [r for r in deeper if r.node_id not in seen][: depth - len(ranked)]
     return Composed(ranked, fused, pool, scores)

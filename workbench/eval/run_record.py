@@ -12,10 +12,10 @@ the current one (records written before the version existed are version 1).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from engine import __version__ as engine_version
 from engine.config import EngineConfig
@@ -23,6 +23,21 @@ from engine.pipeline import Ranked
 from workbench.eval.evaluate import EvalRun, QueryResult, list_runs
 from workbench.eval.golden import GoldenItem, GoldenSet
 from workbench.eval.record_schema import SCHEMA_VERSION, FieldReader, RunRecordError, migrate
+
+# The reader for each field type a flat record (RankedEntry, Attribution) declares.
+_FLAT_READERS: dict[str, Callable[[FieldReader, str], Any]] = {
+    "str": FieldReader.text,
+    "float": FieldReader.number,
+    "int | None": FieldReader.opt_integer,
+    "float | None": FieldReader.opt_number,
+    "str | None": FieldReader.opt_text,
+}
+F = TypeVar("F")
+
+
+def _read_flat(cls: type[F], r: FieldReader) -> F:
+    """A flat record read field by field, in declared order, by the reader its type names."""
+    return cls(**{f.name: _FLAT_READERS[str(f.type)](r, f.name) for f in fields(cls)})  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -40,28 +55,10 @@ class RankedEntry:
 
     @classmethod
     def read(cls, r: FieldReader) -> RankedEntry:
-        return cls(
-            r.text("node_id"),
-            r.number("score"),
-            r.opt_integer("vector_rank"),
-            r.opt_integer("bm25_rank"),
-            r.opt_integer("fusion_rank"),
-            r.opt_integer("rerank_rank"),
-            r.opt_number("rerank_score"),
-            r.opt_text("injected_from"),
-        )
+        return _read_flat(cls, r)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "node_id": self.node_id,
-            "score": self.score,
-            "vector_rank": self.vector_rank,
-            "bm25_rank": self.bm25_rank,
-            "fusion_rank": self.fusion_rank,
-            "rerank_rank": self.rerank_rank,
-            "rerank_score": self.rerank_score,
-            "injected_from": self.injected_from,
-        }
+        return asdict(self)  # flat: the fields, in declared order, are the JSON keys
 
     def to_ranked(self) -> Ranked:
         return Ranked(**self.to_dict())
@@ -82,28 +79,10 @@ class Attribution:
 
     @classmethod
     def read(cls, r: FieldReader) -> Attribution:
-        return cls(
-            r.text("node_id"),
-            r.text("cause"),
-            r.opt_integer("final_rank"),
-            r.opt_integer("fusion_rank"),
-            r.opt_integer("vector_rank"),
-            r.opt_integer("bm25_rank"),
-            r.opt_integer("vector_rank_any"),
-            r.opt_integer("bm25_rank_any"),
-        )
+        return _read_flat(cls, r)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "node_id": self.node_id,
-            "cause": self.cause,
-            "final_rank": self.final_rank,
-            "fusion_rank": self.fusion_rank,
-            "vector_rank": self.vector_rank,
-            "bm25_rank": self.bm25_rank,
-            "vector_rank_any": self.vector_rank_any,
-            "bm25_rank_any": self.bm25_rank_any,
-        }
+        return asdict(self)  # flat: the fields, in declared order, are the JSON keys
 
 
 @dataclass(frozen=True)

@@ -18,10 +18,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 from engine.atomic import atomic_write_text
 from engine.errors import EngineError
 from workbench.eval.metrics import rank_by_score
+
+V = TypeVar("V", int, float)
 
 
 class TrecFormatError(EngineError):
@@ -62,12 +65,7 @@ def read_qrels(path: Path | str) -> dict[str, dict[str, int]]:
             raise TrecFormatError(
                 f"{path}:{lineno}: relevance {rel!r} is not an integer (grades are 0, 1, 2, ...)"
             ) from None
-        judged = qrels.setdefault(qid, {})
-        if docid in judged:
-            raise TrecFormatError(
-                f"{path}:{lineno}: {docid} is judged twice for query {qid}; keep one line"
-            )
-        judged[docid] = grade
+        _put_once(qrels, qid, docid, grade, f"{path}:{lineno}: {docid} is judged twice")
     return qrels
 
 
@@ -88,13 +86,16 @@ def read_run_scores(path: Path | str) -> dict[str, dict[str, float]]:
             ) from None
         if math.isnan(score):
             raise TrecFormatError(f"{path}:{lineno}: score is NaN; scores must be comparable")
-        docs = run.setdefault(qid, {})
-        if docid in docs:
-            raise TrecFormatError(
-                f"{path}:{lineno}: {docid} appears twice for query {qid}; keep one line"
-            )
-        docs[docid] = score
+        _put_once(run, qid, docid, score, f"{path}:{lineno}: {docid} appears twice")
     return run
+
+
+def _put_once(table: dict[str, dict[str, V]], qid: str, docid: str, value: V, twice: str) -> None:
+    """``table[qid][docid] = value``; a second line for the same pair is an error, not a merge."""
+    docs = table.setdefault(qid, {})
+    if docid in docs:
+        raise TrecFormatError(f"{twice} for query {qid}; keep one line")
+    docs[docid] = value
 
 
 def read_run(path: Path | str) -> dict[str, list[str]]:

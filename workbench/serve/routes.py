@@ -231,6 +231,11 @@ def add_search_routes(app: FastAPI, st: ServerState) -> None:
     def chapter_detail(node_id: str) -> dict[str, Any]:
         return with_hash(chapter_payload(served.get(), node_id))
 
+    def related(node_id: str, relation: str) -> dict[str, Any]:
+        """The listing, or the chapter itself when ``node_id/relation`` names one."""
+        out = chapter_or_list(node_id, relation)
+        return chapter_detail(out["__chapter__"]) if "__chapter__" in out else out
+
     # Registered before /chapter/{node_id:path}: a path parameter matches "/children" too.
     @app.get(
         "/chapter/{node_id:path}/children",
@@ -239,8 +244,7 @@ def add_search_routes(app: FastAPI, st: ServerState) -> None:
         summary="the chapter's child chapters (encode '#' in the id as %23)",
     )
     def chapter_children(node_id: str) -> dict[str, Any]:
-        out = chapter_or_list(node_id, "children")
-        return chapter_detail(out["__chapter__"]) if "__chapter__" in out else out
+        return related(node_id, "children")
 
     @app.get(
         "/chapter/{node_id:path}/siblings",
@@ -249,8 +253,7 @@ def add_search_routes(app: FastAPI, st: ServerState) -> None:
         summary="the chapters sharing its parent (encode '#' in the id as %23)",
     )
     def chapter_siblings(node_id: str) -> dict[str, Any]:
-        out = chapter_or_list(node_id, "siblings")
-        return chapter_detail(out["__chapter__"]) if "__chapter__" in out else out
+        return related(node_id, "siblings")
 
     @app.get(
         "/chapter/{node_id:path}",
