@@ -123,6 +123,11 @@ class AnswerRun:
             took_ms=round(elapsed_ms(self.started), 2),
         )
 
+    def refuse(self, query: str, sources: Sequence[Source], *, rounds: int) -> ChatAnswer:
+        """The refusal answer: says what the wiki lacks, cites nothing."""
+        text = refusal_text(self.question, sources)
+        return self.finish(query, text, [], sources, refusal=True, rounds=rounds)
+
     def loop(self) -> ChatAnswer:
         query0, note = resolve_followup(self.question, self.history)
         if note:
@@ -156,19 +161,13 @@ class AnswerRun:
         sources = best.sources
         if best.judgement.verdict == "insufficient":
             self.trace.add("verify", 0.0, "evidence insufficient -> refusal")
-            return self.finish(
-                best.query, refusal_text(self.question, sources), [], sources,
-                refusal=True, rounds=n_rounds,
-            )  # fmt: skip
+            return self.refuse(best.query, sources, rounds=n_rounds)
         if self.llm.usable:
             got = self._generate(query0, sources)
             if got is not None:
                 text, cited, refused = got
                 if refused:
-                    return self.finish(
-                        best.query, refusal_text(self.question, sources), [], sources,
-                        refusal=True, rounds=n_rounds,
-                    )  # fmt: skip
+                    return self.refuse(best.query, sources, rounds=n_rounds)
                 return self.finish(
                     best.query, text, cited, sources, refusal=False, rounds=n_rounds, streamed=True
                 )
@@ -185,10 +184,7 @@ class AnswerRun:
             self.trace.add(
                 "verify", 0.0, "no sentence of the top chapters shares a term -> refusal"
             )
-            return self.finish(
-                best.query, refusal_text(self.question, sources), [], sources,
-                refusal=True, rounds=n_rounds,
-            )  # fmt: skip
+            return self.refuse(best.query, sources, rounds=n_rounds)
         return self.finish(best.query, text, cited, sources, refusal=False, rounds=n_rounds)
 
     def _generate(

@@ -15,7 +15,6 @@ from engine.types import SearchResult
 from workbench.answer.chat_answer import ChatAnswer
 from workbench.answer.citations import has_content
 from workbench.answer.evidence import judge_evidence
-from workbench.answer.extractive import refusal_text
 from workbench.answer.followup import history_messages
 from workbench.answer.loop import NOT_IN_KB, AnswerRun, retrieve
 from workbench.answer.sources import (
@@ -153,10 +152,7 @@ class _ToolSession:
         if refused:
             if not sources:
                 sources = retrieve(run.retriever, run.question, run.top_k, run.trace, "coverage")
-            return run.finish(
-                run.question, refusal_text(run.question, sources), [], sources,
-                refusal=True, rounds=searches,
-            )  # fmt: skip
+            return run.refuse(run.question, sources, rounds=searches)
         return run.finish(
             run.question, text, cited, sources, refusal=False, rounds=searches, streamed=True
         )
