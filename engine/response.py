@@ -39,16 +39,25 @@ def lookup_node(kb: KnowledgeBase, node_id: str) -> Node:
 
 
 def node_metadata(node: Node) -> dict[str, Any]:
-    """A node's result metadata (``SearchResult.metadata``)."""
+    """A node's result metadata (``SearchResult.metadata``): the META_KEYS, in that order."""
+    meta = {key: getattr(node, key) for key in META_KEYS}
+    meta["keywords"] = list(node.keywords)  # a tuple on the node; JSON clients get a list
+    return meta
+
+
+def node_record(node: Node) -> dict[str, Any]:
+    """A whole node as JSON-ready data: identity, place in the tree, text and metadata."""
     return {
-        "file_path": node.file_path,
-        "line": node.line,
-        "anchor": node.anchor,
+        "node_id": node.node_id,
+        "doc_id": node.doc_id,
+        "title": node.title,
         "level": node.level,
-        "keywords": list(node.keywords),
-        "doc_type": node.doc_type,
-        "priority": node.priority,
-        "category": node.category,
+        "parent_id": node.parent_id,
+        "children_ids": list(node.children_ids),
+        "breadcrumb": list(node.breadcrumb),
+        "summary": node.summary,
+        "content": node.content,
+        "metadata": node_metadata(node),
     }
 
 
@@ -127,6 +136,7 @@ __all__ = [
     "index_stats",
     "lookup_node",
     "node_metadata",
+    "node_record",
     "related",
     "to_result",
 ]

@@ -42,7 +42,14 @@ from engine.indexer import (
 from engine.lexical import parse_tokenizer_spec, warm_up
 from engine.parse_cache import ParseCache
 from engine.pipeline import Candidates, compose, pool_size
-from engine.response import EXPAND_MODES, index_stats, lookup_node, node_metadata, to_result
+from engine.response import (
+    EXPAND_MODES,
+    index_stats,
+    lookup_node,
+    node_metadata,
+    node_record,
+    to_result,
+)
 from engine.shared import VECTOR_BACKENDS, SharedIndex, State, rerank_key
 from engine.snapshot import IndexSnapshot, load_snapshot
 from engine.tree import KnowledgeBase, Node
@@ -472,6 +479,7 @@ __all__ = [
     "load_snapshot",
     "lookup_node",
     "node_metadata",
+    "node_record",
     "normalize_filters",
     "query_tokens",
 ]

@@ -231,7 +231,7 @@ def _clip(text: str, n: int) -> str:
 
 
 def _chapter(args: argparse.Namespace) -> int:
-    from engine.search import lookup_node, node_metadata
+    from engine.search import lookup_node, node_metadata, node_record
     from engine.tree import parse_kb
 
     ws = common.workspace(args)
@@ -240,13 +240,13 @@ def _chapter(args: argparse.Namespace) -> int:
     if args.children or args.siblings:
         nodes = kb.children(node.node_id) if args.children else kb.siblings(node.node_id)
         if args.json:
-            common.print_json([_node_dict(n) for n in nodes])
+            common.print_json([node_record(n) for n in nodes])
         else:
             for n in nodes:
                 sys.stdout.write(f"{n.node_id}\t{n.title}\n")
         return 0
     if args.json:
-        common.print_json(_node_dict(node))
+        common.print_json(node_record(node))
         return 0
     meta = node_metadata(node)
     sys.stdout.write(
@@ -254,23 +254,6 @@ def _chapter(args: argparse.Namespace) -> int:
         f"level {node.level}, {len(node.children_ids)} children)\n\n{node.content}\n"
     )
     return 0
-
-
-def _node_dict(node: Any) -> dict[str, Any]:
-    from engine.search import node_metadata
-
-    return {
-        "node_id": node.node_id,
-        "doc_id": node.doc_id,
-        "title": node.title,
-        "level": node.level,
-        "parent_id": node.parent_id,
-        "children_ids": list(node.children_ids),
-        "breadcrumb": list(node.breadcrumb),
-        "summary": node.summary,
-        "content": node.content,
-        "metadata": node_metadata(node),
-    }
 
 
 def _stats(args: argparse.Namespace) -> int:
