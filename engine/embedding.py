@@ -19,14 +19,13 @@ from __future__ import annotations
 import threading
 import zlib
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
 
 from engine.config import EmbeddingConfig
 from engine.errors import ProviderError
-from engine.models import shared_model
+from engine.models import load_sentence_transformers, local_model_folder, shared_model
 from engine.types import Embedder, EmbedderSignature
 
 __all__ = [
@@ -210,10 +209,7 @@ class SentenceTransformerEmbedder(_BatchedEmbedder):
     """A sentence-transformers model from a local folder, on CPU, normalised embeddings."""
 
     def __init__(self, cfg: EmbeddingConfig) -> None:
-        path = Path(cfg.model).expanduser() if cfg.model else None
-        if path is None or not path.is_dir():
-            raise ProviderError(f"{LOCAL_FOLDER_HINT} (got {cfg.model!r})")
-        self._path = str(path.resolve())
+        self._path = local_model_folder(cfg.model, LOCAL_FOLDER_HINT)
         self._cfg_dims = cfg.dims
         self._batch_size = cfg.batch_size
         self._sig: EmbedderSignature | None = None
@@ -224,20 +220,13 @@ class SentenceTransformerEmbedder(_BatchedEmbedder):
         return _shared(("sentence-transformers", self._path), self._load)
 
     def _load(self) -> Any:
-        try:
-            from sentence_transformers import SentenceTransformer
-        except ImportError as exc:  # pragma: no cover - it is a core dependency
-            raise ProviderError(
-                "embedding.provider 'sentence-transformers' needs the sentence-transformers package"
-            ) from exc
-        try:
-            return SentenceTransformer(self._path, device="cpu", local_files_only=True)
-        except Exception as exc:
-            raise ProviderError(
-                f"could not load a sentence-transformers model from {self._path} "
-                f"({type(exc).__name__}: {str(exc).rstrip('.')}); point embedding.model at a "
-                "folder saved by SentenceTransformer.save() (config.json + weights)"
-            ) from exc
+        return load_sentence_transformers(
+            "SentenceTransformer",
+            self._path,
+            setting="embedding.model",
+            what="sentence-transformers model",
+            files="config.json + weights",
+        )
 
     @property
     def signature(self) -> EmbedderSignature:

@@ -27,7 +27,7 @@ import numpy as np
 
 from engine.config import RerankConfig
 from engine.errors import ProviderError
-from engine.models import shared_model
+from engine.models import load_sentence_transformers, local_model_folder, shared_model
 from engine.types import Reranker
 
 __all__ = [
@@ -224,10 +224,7 @@ class STCrossEncoder:
     """A sentence-transformers ``CrossEncoder`` from a local folder, on CPU."""
 
     def __init__(self, cfg: RerankConfig) -> None:
-        path = Path(cfg.model).expanduser() if cfg.model else None
-        if path is None or not path.is_dir():
-            raise ProviderError(f"{LOCAL_FOLDER_HINT} (got {cfg.model!r})")
-        self._path = str(path.resolve())
+        self._path = local_model_folder(cfg.model, LOCAL_FOLDER_HINT)
 
     @property
     def name(self) -> str:
@@ -237,20 +234,13 @@ class STCrossEncoder:
         return _shared(("sentence-transformers", self._path), self._load)
 
     def _load(self) -> Any:
-        try:
-            from sentence_transformers import CrossEncoder
-        except ImportError as exc:  # pragma: no cover - it is a core dependency
-            raise ProviderError(
-                "rerank.provider 'sentence-transformers' needs sentence-transformers"
-            ) from exc
-        try:
-            return CrossEncoder(self._path, device="cpu", local_files_only=True)
-        except Exception as exc:
-            raise ProviderError(
-                f"could not load a CrossEncoder from {self._path} "
-                f"({type(exc).__name__}: {str(exc).rstrip('.')}); point rerank.model at a folder "
-                "saved by CrossEncoder.save() (config.json + weights + tokenizer)"
-            ) from exc
+        return load_sentence_transformers(
+            "CrossEncoder",
+            self._path,
+            setting="rerank.model",
+            what="CrossEncoder",
+            files="config.json + weights + tokenizer",
+        )
 
     def score(self, query: str, passages: list[str]) -> list[float]:
         """The model's relevance of each passage (sigmoid for 1-label models), input order."""
