@@ -304,21 +304,16 @@ class OpenAIEmbedder(_BatchedEmbedder):
     """
 
     def __init__(self, cfg: EmbeddingConfig) -> None:
-        import httpx
+        from engine.http_json import JsonEndpoint  # httpx loads only for this provider
 
-        from engine.http_json import join_url
-
-        if not cfg.model:
-            raise ProviderError(
-                "embedding.model is empty; name the model the endpoint serves "
-                "(e.g. text-embedding-3-small)"
-            )
-        self._url = join_url(cfg.base_url, "embeddings", setting="embedding.base_url")
-        self._model = cfg.model
-        self._api_key_env = cfg.api_key_env
-        self._timeout_s = cfg.timeout_s
+        self._http = JsonEndpoint(
+            cfg,
+            section="embedding",
+            path="embeddings",
+            what="embedding provider",
+            example="text-embedding-3-small",
+        )
         self._batch_size = cfg.batch_size
-        self._client = httpx.Client()
         self._dims: int | None = cfg.dims or None
         self._lock = threading.Lock()
 
@@ -327,34 +322,24 @@ class OpenAIEmbedder(_BatchedEmbedder):
         dims = self._dims
         if dims is None:
             dims = self._request(["dimension probe"]).shape[1]
-        return EmbedderSignature("openai", self._model, dims)
+        return EmbedderSignature("openai", self._http.model, dims)
 
     def close(self) -> None:
-        self._client.close()
+        self._http.close()
 
     def _encode(self, texts: list[str], *, query: bool) -> np.ndarray:
         return self._request(texts)
 
     def _request(self, texts: list[str]) -> np.ndarray:
-        from engine.http_json import auth_headers, post_json
-
-        what = "embedding provider"
-        reply = post_json(
-            self._client,
-            self._url,
-            {"model": self._model, "input": texts},
-            what=what,
-            timeout_s=self._timeout_s,
-            headers=auth_headers(self._api_key_env, "embedding.api_key_env"),
-        )
-        vectors = _parse_embeddings(reply, len(texts), f"{what} at {self._url}")
+        reply = self._http.post({"model": self._http.model, "input": texts})
+        vectors = _parse_embeddings(reply, len(texts), self._http.where)
         dims = vectors.shape[1]
         with self._lock:
             if self._dims is None:
                 self._dims = dims
         if dims != self._dims:
             raise ProviderError(
-                f"{what} at {self._url} returned {dims}-dim vectors, expected {self._dims}; "
+                f"{self._http.where} returned {dims}-dim vectors, expected {self._dims}; "
                 f"set embedding.dims to {dims} (or 0 to learn it) and rebuild the index"
             )
         return vectors

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import httpx
@@ -19,6 +19,57 @@ from engine.credentials import check_key_env, redact_url
 from engine.errors import ProviderError
 
 _BODY_PREVIEW = 200
+
+
+class EndpointConfig(Protocol):
+    """The settings an HTTP provider section (embedding, rerank) shares."""
+
+    @property
+    def base_url(self) -> str: ...
+    @property
+    def model(self) -> str: ...
+    @property
+    def api_key_env(self) -> str: ...
+    @property
+    def timeout_s(self) -> float: ...
+
+
+class JsonEndpoint:
+    """One provider endpoint, ``POST {base_url}/{path}``, with its model and HTTP client.
+
+    ``section`` is the config section ("embedding", "rerank") that errors name; ``what``
+    names the provider in messages; ``example`` is a model name to suggest when none is set.
+    """
+
+    def __init__(
+        self, cfg: EndpointConfig, *, section: str, path: str, what: str, example: str
+    ) -> None:
+        if not cfg.model:
+            raise ProviderError(
+                f"{section}.model is empty; name the model the endpoint serves (e.g. {example})"
+            )
+        self.url = join_url(cfg.base_url, path, setting=f"{section}.base_url")
+        self.model = cfg.model
+        self.where = f"{what} at {self.url}"
+        self._what = what
+        self._api_key_env = cfg.api_key_env
+        self._key_setting = f"{section}.api_key_env"
+        self._timeout_s = cfg.timeout_s
+        self._client = httpx.Client()
+
+    def post(self, payload: dict[str, Any]) -> Any:
+        """The decoded reply to ``payload`` (the key is read from its env var now)."""
+        return post_json(
+            self._client,
+            self.url,
+            payload,
+            what=self._what,
+            timeout_s=self._timeout_s,
+            headers=auth_headers(self._api_key_env, self._key_setting),
+        )
+
+    def close(self) -> None:
+        self._client.close()
 
 
 def join_url(base_url: str, path: str, *, setting: str) -> str:

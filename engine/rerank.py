@@ -271,45 +271,32 @@ class HttpReranker:
     """
 
     def __init__(self, cfg: RerankConfig) -> None:
-        import httpx
+        from engine.http_json import JsonEndpoint  # httpx loads only for this provider
 
-        from engine.http_json import join_url
-
-        if not cfg.model:
-            raise ProviderError(
-                "rerank.model is empty; name the model the endpoint serves "
-                "(e.g. BAAI/bge-reranker-v2-m3)"
-            )
-        self._url = join_url(cfg.base_url, "rerank", setting="rerank.base_url")
-        self._model_name = cfg.model
-        self._api_key_env = cfg.api_key_env
-        self._timeout_s = cfg.timeout_s
-        self._client = httpx.Client()
+        self._http = JsonEndpoint(
+            cfg,
+            section="rerank",
+            path="rerank",
+            what="reranker",
+            example="BAAI/bge-reranker-v2-m3",
+        )
 
     @property
     def name(self) -> str:
-        return f"http:{self._model_name}"
+        return f"http:{self._http.model}"
 
     def close(self) -> None:
-        self._client.close()
+        self._http.close()
 
     def score(self, query: str, passages: list[str]) -> list[float]:
         """Relevance score of each passage as the service reports it, in input order."""
-        from engine.http_json import auth_headers, post_json
-
         items = _check_pairs(query, passages)
         if not items:
             return []
-        what = "reranker"
-        reply = post_json(
-            self._client,
-            self._url,
-            {"model": self._model_name, "query": query, "documents": items, "top_n": len(items)},
-            what=what,
-            timeout_s=self._timeout_s,
-            headers=auth_headers(self._api_key_env, "rerank.api_key_env"),
+        reply = self._http.post(
+            {"model": self._http.model, "query": query, "documents": items, "top_n": len(items)}
         )
-        return _parse_rerank(reply, len(items), f"{what} at {self._url}")
+        return _parse_rerank(reply, len(items), self._http.where)
 
 
 def _parse_rerank(reply: Any, n: int, where: str) -> list[float]:
