@@ -82,22 +82,42 @@ def _score(engine: Engine, gs: Any, cfg: EngineConfig, cands: dict[str, Candidat
     return {m: {k: round(run.means(m)[k], 4) for k in MEASURES} for m in MODES}
 
 
-def study(kb_dir: str, index: str, dataset: str, log: Callable[[str], None]) -> dict:
+@dataclass
+class Study:
+    """What a lexical study scores against: the golden set, the engine and its snapshot,
+    and each answerable query's vector candidates (computed once; only BM25 varies)."""
+
+    gs: Any
+    engine: Engine
+    snap: Any
+    queries: list[str]
+    vec: dict[str, Any]
+
+
+def open_study(
+    kb_dir: str, index: str, dataset: str, base: EngineConfig, log: Callable[[str], None]
+) -> Study:
     gs = load_golden(dataset)
-    items = gs.answerable("all")
-    queries = [i.query for i in items]
-    base = EngineConfig()
+    queries = [i.query for i in gs.answerable("all")]
     engine = Engine.open(kb_dir, index, base)
-    snap = engine._shared.current().snapshot
+    t0 = time.perf_counter()
+    vec = {q: engine.candidates(q, pool=MAX_CACHED_POOL, mode="vector").vector for q in queries}
+    log(f"  vector candidates for {len(queries)} queries: {time.perf_counter() - t0:.1f}s")
+    return Study(gs, engine, engine._shared.current().snapshot, queries, vec)
+
+
+def study(kb_dir: str, index: str, dataset: str, log: Callable[[str], None]) -> dict:
+    base = EngineConfig()
+    st = open_study(kb_dir, index, dataset, base, log)
+    gs, engine, snap, queries, vec = st.gs, st.engine, st.snap, st.queries, st.vec
     tok = base.lexical.tokenizer_spec
     pool = MAX_CACHED_POOL
 
     t0 = time.perf_counter()
-    vec = {q: engine.candidates(q, pool=pool, mode="vector").vector for q in queries}
     exp_on = base.with_overrides({"expansion.enabled": True})
     terms = {q: engine.with_config(exp_on).candidates(q, pool=1, mode="keyword") for q in queries}
     terms_of = {q: c.expansion_terms for q, c in terms.items()}
-    log(f"  vector + expansion terms for {len(queries)} queries: {time.perf_counter() - t0:.1f}s")
+    log(f"  expansion terms for {len(queries)} queries: {time.perf_counter() - t0:.1f}s")
 
     def qtokens(expand: bool) -> list[list[str]]:
         out = []

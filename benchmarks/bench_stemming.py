@@ -28,12 +28,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
-from bench_lexical import MODES, _score
+from bench_lexical import MODES, _score, open_study
 
+from engine.bm25_batch import BatchScorer
 from engine.config import EngineConfig, parse_override
 from engine.indexer import lexical_text
 from engine.lexical import (
-    BatchScorer,
     BM25Params,
     SparseBM25,
     stem_word,
@@ -41,8 +41,6 @@ from engine.lexical import (
     tokenize,
 )
 from engine.pipeline import MAX_CACHED_POOL, Candidates
-from engine.search import Engine
-from workbench.eval.golden import load as load_golden
 
 # English function words missing from engine.lexical.STOP_WORDS (pronoun forms,
 # conjunctions, prepositions, quantifier pronouns): the "extra stop words" candidate.
@@ -129,18 +127,11 @@ def study(
     log: Callable[[str], None],
     base: EngineConfig | None = None,
 ) -> dict:
-    gs = load_golden(dataset)
-    items = gs.answerable("all")
-    queries = [i.query for i in items]
     base = base or EngineConfig()
-    engine = Engine.open(kb_dir, index, base)
-    snap = engine._shared.current().snapshot
+    st = open_study(kb_dir, index, dataset, base, log)
+    gs, engine, snap, queries, vec = st.gs, st.engine, st.snap, st.queries, st.vec
     mode = base.lexical.tokenizer
     pool = MAX_CACHED_POOL
-
-    t0 = time.perf_counter()
-    vec = {q: engine.candidates(q, pool=pool, mode="vector").vector for q in queries}
-    log(f"  vector candidates for {len(queries)} queries: {time.perf_counter() - t0:.1f}s")
 
     nodes = [engine.kb.nodes.get(i) for i in snap.ids]
     texts = [lexical_text(n) if n else "" for n in nodes]
