@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+from workbench.commands import common
 from workbench.commands.common import info
 
 
@@ -25,14 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="generate N chapters of pseudo-Chinese/English text (fixed seed) instead",
     )
     p.add_argument("--config", default=None, help="engine config YAML (default: built-in)")
-    p.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override one config key, e.g. --set embedding.provider=hash (repeatable)",
-    )
+    common.add_set_arg(p, example="embedding.provider=hash")
     p.add_argument(
         "--queries",
         default=None,

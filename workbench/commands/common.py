@@ -21,18 +21,23 @@ def add_workspace_args(p: argparse.ArgumentParser, dataset: bool = False) -> Non
         default=None,
         help="engine config YAML (default: the KB's accepted baseline, else built-in defaults)",
     )
+    add_set_arg(p)
+    if dataset:
+        p.add_argument(
+            "--dataset", default=None, help="golden set YAML (default: datasets/<kb>.yaml)"
+        )
+
+
+def add_set_arg(p: argparse.ArgumentParser, example: str = "fusion.k=30") -> None:
+    """``--set KEY=VALUE`` (repeatable), read by :func:`effective_config`."""
     p.add_argument(
         "--set",
         dest="overrides",
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="override one config key, e.g. --set fusion.k=30 (repeatable)",
+        help=f"override one config key, e.g. --set {example} (repeatable)",
     )
-    if dataset:
-        p.add_argument(
-            "--dataset", default=None, help="golden set YAML (default: datasets/<kb>.yaml)"
-        )
 
 
 def add_kb_args(p: argparse.ArgumentParser, *, index: bool = False) -> None:
