@@ -312,7 +312,11 @@ INDEX_EMBEDDING_KEYS = ("provider", "model", "dims", "base_url")
 # How an index is built or searched at scale, not what it holds: a Ray build equals a
 # single-process one, and the approximate vector index (``ann_min_rows``) is measured by
 # `wikirag bench` (recall@10 against exact search), not by experiments on a side index.
-INDEX_BUILD_ONLY_KEYS = frozenset({"ray_address", "ann_min_rows"})
+# They are the index keys marked ``hashed: False``: one mark, so the config hash and the
+# index identity cannot disagree about them.
+INDEX_BUILD_ONLY_KEYS = frozenset(
+    f.name for f in fields(IndexConfig) if f.metadata.get("hashed") is False
+)
 
 
 def affects_index(dotted: str) -> bool:

@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 from workbench.commands import common
-from workbench.commands.common import info
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -92,7 +91,7 @@ def _run(args: argparse.Namespace) -> int:
         work_dir=args.work_dir,
         keep=args.keep,
         rescore_dataset=golden_path if args.rescore else None,
-        log=info,
+        log=common.info,
     )
     text = json.dumps(result, ensure_ascii=False, indent=1, default=str)
     if args.json == "-":
@@ -101,5 +100,5 @@ def _run(args: argparse.Namespace) -> int:
         from engine.atomic import atomic_write_text
 
         atomic_write_text(Path(args.json), text + "\n")
-        info(f"bench: wrote {args.json}")
+        common.info(f"bench: wrote {args.json}")
     return 0
