@@ -25,7 +25,12 @@ import numpy as np
 
 from engine.config import EmbeddingConfig
 from engine.errors import ProviderError
-from engine.models import load_sentence_transformers, local_model_folder, shared_model
+from engine.models import (
+    choose_provider,
+    load_sentence_transformers,
+    local_model_folder,
+    shared_model,
+)
 from engine.types import Embedder, EmbedderSignature
 
 __all__ = [
@@ -59,12 +64,7 @@ def make_embedder(cfg: EmbeddingConfig) -> Embedder:
         "openai": OpenAIEmbedder,
         "hash": HashEmbedder,
     }
-    factory = factories.get(cfg.provider)
-    if factory is None:
-        raise ProviderError(
-            f"unknown embedding.provider {cfg.provider!r}; choose one of {', '.join(factories)}"
-        )
-    return factory(cfg)
+    return choose_provider("embedding.provider", cfg.provider, factories, cfg)
 
 
 def l2_normalise(vectors: np.ndarray) -> np.ndarray:

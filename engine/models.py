@@ -9,13 +9,14 @@ model usable as either.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 from engine.errors import ProviderError
 
 T = TypeVar("T")
+C = TypeVar("C")
 _MODELS: dict[tuple[str, ...], Any] = {}
 _LOCK = threading.Lock()
 
@@ -27,6 +28,22 @@ def shared_model(key: tuple[str, ...], load: Callable[[], T]) -> T:
         if key not in _MODELS:
             _MODELS[key] = load()
         return _MODELS[key]  # type: ignore[no-any-return]
+
+
+def choose_provider(
+    setting: str,
+    name: str,
+    factories: Mapping[str, Callable[[C], T]],
+    cfg: C,
+    also: Sequence[str] = (),
+) -> T:
+    """The provider ``factories[name]`` builds from ``cfg``; for an unknown name, a
+    ProviderError naming ``setting`` and the choices (``also``: those handled before)."""
+    factory = factories.get(name)
+    if factory is None:
+        choices = " or ".join([*also, f"one of {', '.join(factories)}"])
+        raise ProviderError(f"unknown {setting} {name!r}; choose {choices}")
+    return factory(cfg)
 
 
 def loaded_models() -> list[tuple[str, ...]]:

@@ -27,7 +27,12 @@ import numpy as np
 
 from engine.config import RerankConfig
 from engine.errors import ProviderError
-from engine.models import load_sentence_transformers, local_model_folder, shared_model
+from engine.models import (
+    choose_provider,
+    load_sentence_transformers,
+    local_model_folder,
+    shared_model,
+)
 from engine.types import Reranker
 
 __all__ = [
@@ -58,12 +63,7 @@ def make_reranker(cfg: RerankConfig) -> Reranker | None:
         "sentence-transformers": STCrossEncoder,
         "http": HttpReranker,
     }
-    factory = factories.get(cfg.provider)
-    if factory is None:
-        raise ProviderError(
-            f"unknown rerank.provider {cfg.provider!r}; choose none or one of {', '.join(factories)}"
-        )
-    return factory(cfg)
+    return choose_provider("rerank.provider", cfg.provider, factories, cfg, also=("none",))
 
 
 class NodeLike(Protocol):
