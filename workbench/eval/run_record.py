@@ -15,7 +15,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from engine import __version__ as engine_version
 from engine.config import EngineConfig
@@ -24,24 +24,41 @@ from workbench.eval.evaluate import EvalRun, QueryResult, list_runs
 from workbench.eval.golden import GoldenItem, GoldenSet
 from workbench.eval.record_schema import SCHEMA_VERSION, FieldReader, RunRecordError, migrate
 
-# The reader for each field type a flat record (RankedEntry, Attribution) declares.
-_FLAT_READERS: dict[str, Callable[[FieldReader, str], Any]] = {
+# The reader for each field type a record read by its fields (RankedEntry, Attribution,
+# QueryRecord) declares.
+_READERS: dict[str, Callable[[FieldReader, str], Any]] = {
     "str": FieldReader.text,
     "float": FieldReader.number,
     "int | None": FieldReader.opt_integer,
     "float | None": FieldReader.opt_number,
     "str | None": FieldReader.opt_text,
+    "tuple[str, ...]": FieldReader.texts,
+    "Mapping[str, float]": FieldReader.numbers,
+    "tuple[Attribution, ...]": lambda r, key: tuple(Attribution.read(a) for a in r.objs(key)),
+    "tuple[RankedEntry, ...]": lambda r, key: tuple(RankedEntry.read(x) for x in r.objs(key)),
 }
 F = TypeVar("F")
 
 
-def _read_flat(cls: type[F], r: FieldReader) -> F:
-    """A flat record read field by field, in declared order, by the reader its type names."""
-    return cls(**{f.name: _FLAT_READERS[str(f.type)](r, f.name) for f in fields(cls)})  # type: ignore[arg-type]
+def _read_fields(cls: type[F], r: FieldReader) -> F:
+    """A record read field by field, in declared order, by the reader its type names."""
+    return cls(**{f.name: _READERS[str(f.type)](r, f.name) for f in fields(cls)})  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
-class RankedEntry:
+class _FlatRecord:
+    """A record whose fields, in declared order, are its JSON keys (no nesting)."""
+
+    @classmethod
+    def read(cls, r: FieldReader) -> Self:
+        return _read_fields(cls, r)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class RankedEntry(_FlatRecord):
     """One chapter of a query's ranked list, with the rank each stage gave it."""
 
     node_id: str
@@ -53,19 +70,12 @@ class RankedEntry:
     rerank_score: float | None
     injected_from: str | None
 
-    @classmethod
-    def read(cls, r: FieldReader) -> RankedEntry:
-        return _read_flat(cls, r)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)  # flat: the fields, in declared order, are the JSON keys
-
     def to_ranked(self) -> Ranked:
         return Ranked(**self.to_dict())
 
 
 @dataclass(frozen=True)
-class Attribution:
+class Attribution(_FlatRecord):
     """Where one relevant chapter missing from the top K was lost (evaluate.attribute)."""
 
     node_id: str
@@ -76,13 +86,6 @@ class Attribution:
     bm25_rank: int | None
     vector_rank_any: int | None  # rank in the channel's whole cached list
     bm25_rank_any: int | None
-
-    @classmethod
-    def read(cls, r: FieldReader) -> Attribution:
-        return _read_flat(cls, r)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)  # flat: the fields, in declared order, are the JSON keys
 
 
 @dataclass(frozen=True)
@@ -106,22 +109,7 @@ class QueryRecord:
 
     @classmethod
     def read(cls, r: FieldReader) -> QueryRecord:
-        return cls(
-            id=r.text("id"),
-            query=r.text("query"),
-            relevant=r.texts("relevant"),
-            difficulty=r.text("difficulty"),
-            category=r.text("category"),
-            language=r.text("language"),
-            split=r.text("split"),
-            mode=r.text("mode"),
-            metrics=r.numbers("metrics"),
-            latency_ms=r.number("latency_ms"),
-            cause=r.opt_text("cause"),
-            attribution=tuple(Attribution.read(a) for a in r.objs("attribution")),
-            error=r.opt_text("error"),
-            ranked=tuple(RankedEntry.read(x) for x in r.objs("ranked")),
-        )
+        return _read_fields(cls, r)
 
     @classmethod
     def from_result(cls, res: QueryResult) -> QueryRecord:
