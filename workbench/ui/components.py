@@ -135,3 +135,27 @@ def empty_state(message: str, page: str | None = None, label: str | None = None)
     st.info(message)
     if page:
         st.page_link(page, label=label or t("Go there"), icon=":material/arrow_forward:")
+
+
+def clicked_row(table: Any, key: str, ids: Sequence[str]) -> str | None:
+    """The id of the row just clicked in a single-row-select ``st.dataframe`` (its return
+    value ``table``, rows in ``ids`` order); None when no row is newly clicked, so a rerun does
+    not pick it again (``state.changed`` under ``key``)."""
+    rows = table.selection.rows if table is not None and table.selection else []
+    if rows and state.changed(key, ids[rows[0]]):
+        return ids[rows[0]]
+    return None
+
+
+def query_picker(
+    ids: Sequence[str], key: str, label_of: Callable[[str], str], picked: str | None = None
+) -> str:
+    """A "Query" select box over ``ids`` whose choice is kept under ``key``: ``picked`` (a row
+    just clicked) becomes the choice, and a kept choice no longer listed falls back to the
+    first id."""
+    if picked is not None:
+        st.session_state[key] = picked
+    if st.session_state.get(key) not in ids:
+        st.session_state[key] = ids[0]
+    qid: str = st.selectbox(t("Query"), ids, key=key, format_func=label_of)
+    return qid

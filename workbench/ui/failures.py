@@ -82,22 +82,16 @@ def failure_analysis(record: RunRecord, mode: str, kb: Any) -> None:
                 "missing": st.column_config.NumberColumn("gold missing", format="%d"),
             },
         )
-        sel = event.selection.rows if event is not None and event.selection else []
-        if sel and state.changed(state.EVAL_FAIL_TABLE, rows[sel[0]].id):
-            picked_id = rows[sel[0]].id
+        picked_id = ui.clicked_row(event, state.EVAL_FAIL_TABLE, [r.id for r in rows])
     ids = [r.id for r in rows] + [q.id for q in queries if q.id not in {r.id for r in rows}]
     if not ids:
         return
-    if picked_id is not None:
-        st.session_state[state.EVAL_DRILL] = picked_id
-    if st.session_state.get(state.EVAL_DRILL) not in ids:
-        st.session_state[state.EVAL_DRILL] = ids[0]
     by_id = {q.id: q for q in queries}
-    qid = st.selectbox(
-        t("Query"),
+    qid = ui.query_picker(
         ids,
-        key=state.EVAL_DRILL,
-        format_func=lambda i: f"{i} · {by_id[i].query}" if i in by_id else i,
+        state.EVAL_DRILL,
+        lambda i: f"{i} · {by_id[i].query}" if i in by_id else i,
+        picked=picked_id,
     )
     query_story(A.story(record, mode, qid), kb)
     with st.expander(t("All {n} queries", n=len(queries))):

@@ -85,20 +85,13 @@ def runs_diff(ws: Workspace) -> None:
         selection_mode="single-row",
         key=state.RUNS_DIFF_TABLE,
     )
-    sel = event.selection.rows if event is not None and event.selection else []
     ids = [r.id for r in rows]
-    if sel and state.changed(state.RUNS_DIFF_TABLE, ids[sel[0]]):
-        st.session_state[state.RUNS_DIFF_QUERY] = ids[sel[0]]
-    if st.session_state.get(state.RUNS_DIFF_QUERY) not in ids:
-        st.session_state[state.RUNS_DIFF_QUERY] = ids[0]
     by_id = {r.id: r for r in rows}
-    qid = st.selectbox(
-        t("Query"),
+    qid = ui.query_picker(
         ids,
-        key=state.RUNS_DIFF_QUERY,
-        format_func=lambda i: (
-            f"{i} · {by_id[i].query} ({named.get(by_id[i].outcome, by_id[i].outcome)})"
-        ),
+        state.RUNS_DIFF_QUERY,
+        lambda i: f"{i} · {by_id[i].query} ({named.get(by_id[i].outcome, by_id[i].outcome)})",
+        picked=ui.clicked_row(event, state.RUNS_DIFF_TABLE, ids),
     )
     gold, lists = A.side_by_side(records, mode, qid)
     kb = resources.kb(ws)

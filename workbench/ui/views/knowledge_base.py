@@ -84,9 +84,9 @@ with ui.guarded(t("Knowledge base")):
             },
             key=state.KB_TREE,
         )
-        picked = table.selection.rows if table is not None and table.selection else []
-        if picked and state.changed(state.KB_TREE_PICK, rows[picked[0]]["node_id"]):
-            state.set_selected_node(rows[picked[0]]["node_id"])
+        picked = ui.clicked_row(table, state.KB_TREE_PICK, [r["node_id"] for r in rows])
+        if picked is not None:
+            state.set_selected_node(picked)
 
     with view_col:
         ids = [r["node_id"] for r in rows] or list(kb.nodes)
