@@ -16,6 +16,7 @@ import streamlit as st
 
 from engine.config import EngineConfig
 from engine.errors import EngineError, IndexMissingError
+from workbench.eval.golden import GoldenSet
 from workbench.ui import resources, state
 from workbench.ui.i18n import switch, t
 from workbench.workspace import Workspace
@@ -135,6 +136,16 @@ def empty_state(message: str, page: str | None = None, label: str | None = None)
     st.info(message)
     if page:
         st.page_link(page, label=label or t("Go there"), icon=":material/arrow_forward:")
+
+
+def golden_set_or_stop(ws: Workspace, why: str, label: str | None = None) -> GoldenSet:
+    """The workspace's golden set; without one, ``why`` and a link to the Golden set page
+    (``label``), and the page stops there."""
+    gs = resources.golden_set(ws)
+    if gs is None:
+        empty_state(why, "views/golden_set.py", label or t("Create the golden set"))
+        st.stop()
+    return gs
 
 
 def clicked_row(table: Any, key: str, ids: Sequence[str]) -> str | None:

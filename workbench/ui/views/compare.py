@@ -18,12 +18,7 @@ st.title(t("Compare & sweep"))
 with ui.guarded(t("Compare & sweep")):
     ws = resources.workspace()
     label, cfg = ui.current_config(ws)
-    gs = resources.golden_set(ws)
-    if gs is None:
-        ui.empty_state(
-            t("Comparisons need a golden set."), "views/golden_set.py", t("Create the golden set")
-        )
-        st.stop()
+    gs = ui.golden_set_or_stop(ws, t("Comparisons need a golden set."))
     bases = tuning_widgets.config_specs(ws)
 
     compare_tab, runs_tab, sweep_tab = st.tabs(

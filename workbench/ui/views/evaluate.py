@@ -17,14 +17,11 @@ st.title(t("Evaluate"))
 with ui.guarded(t("Evaluate")):
     ws = resources.workspace()
     label, cfg = ui.current_config(ws)
-    gs = resources.golden_set(ws)
-    if gs is None:
-        ui.empty_state(
-            t("No golden set at `{path}`: write some queries first.", path=ws.dataset),
-            "views/golden_set.py",
-            t("Open the golden set"),
-        )
-        st.stop()
+    gs = ui.golden_set_or_stop(
+        ws,
+        t("No golden set at `{path}`: write some queries first.", path=ws.dataset),
+        t("Open the golden set"),
+    )
 
     with st.form(state.EVAL_FORM, border=True):
         c = st.columns([2, 1, 1, 1])

@@ -29,14 +29,9 @@ if msg := state.flash():
 with ui.guarded(t("Experiments")):
     ws = resources.workspace()
     store = ExperimentStore(ws.experiments)
-    gs = resources.golden_set(ws)
-    if gs is None:
-        ui.empty_state(
-            t("Experiments are decided on the golden set: create one first."),
-            "views/golden_set.py",
-            t("Create the golden set"),
-        )
-        st.stop()
+    gs = ui.golden_set_or_stop(
+        ws, t("Experiments are decided on the golden set: create one first.")
+    )
     base = store.baseline_config()
     st.caption(
         t(

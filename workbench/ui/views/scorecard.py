@@ -17,13 +17,9 @@ st.title(t("Scorecard"))
 with ui.guarded(t("Scorecard")):
     ws = resources.workspace()
     label, cfg = ui.current_config(ws)
-    if resources.golden_set(ws) is None:
-        ui.empty_state(
-            t("The scorecard reads an evaluation of the golden set: create one first."),
-            "views/golden_set.py",
-            t("Create the golden set"),
-        )
-        st.stop()
+    ui.golden_set_or_stop(
+        ws, t("The scorecard reads an evaluation of the golden set: create one first.")
+    )
 
     def evaluator_for(c):
         return resources.evaluator(ws, c)
