@@ -161,29 +161,21 @@ with ui.guarded(t("Knowledge base")):
             key=state.KB_RERANK,
             help=t("rerank.provider is `{provider}` in this config", provider=cfg.rerank.provider),
         )
-        f = st.columns(4)
         nodes = list(kb.nodes.values())
-        filters = {
-            "category": f[0].multiselect(
-                t("Category"),
-                sorted({n.category for n in nodes if n.category}),
-                key=state.KB_FILTER_CATEGORY,
-            ),
-            "priority": f[1].multiselect(
-                t("Priority"),
-                sorted({n.priority for n in nodes if n.priority}),
-                key=state.KB_FILTER_PRIORITY,
-            ),
-            "doc_type": f[2].multiselect(
-                t("Type"),
-                sorted({n.doc_type for n in nodes if n.doc_type}),
-                key=state.KB_FILTER_TYPE,
-            ),
-            "keywords": f[3].multiselect(
+        # Each search filter: its label, its widget key and the values the KB's chapters have.
+        facets = {
+            "category": (t("Category"), state.KB_FILTER_CATEGORY, {n.category for n in nodes}),
+            "priority": (t("Priority"), state.KB_FILTER_PRIORITY, {n.priority for n in nodes}),
+            "doc_type": (t("Type"), state.KB_FILTER_TYPE, {n.doc_type for n in nodes}),
+            "keywords": (
                 t("Keywords"),
-                sorted({k for n in nodes for k in n.keywords}),
-                key=state.KB_FILTER_KEYWORDS,
+                state.KB_FILTER_KEYWORDS,
+                {k for n in nodes for k in n.keywords},
             ),
+        }
+        filters = {
+            name: col.multiselect(label, sorted(v for v in values if v), key=key)
+            for col, (name, (label, key, values)) in zip(st.columns(4), facets.items(), strict=True)
         }
         submitted = st.form_submit_button(t("Search"), type="primary")
     if submitted and query.strip():
