@@ -115,26 +115,15 @@ def config_value_widget(key: str, current: Any, widget_key: str) -> Any:
         return st.selectbox(label, opts, index=opts.index(current), key=widget_key)
     if tp is bool:
         return st.toggle(label, value=not current, key=widget_key)
-    if tp is int:
-        return int(
+    if tp in (int, float):  # Streamlit makes an int or float input (int: steps of 1) by type
+        return tp(
             st.number_input(
                 label,
-                min_value=None if lo is None else int(lo),
-                max_value=None if hi is None else int(hi),
-                value=int(current),
-                step=1,
+                min_value=None if lo is None else tp(lo),
+                max_value=None if hi is None else tp(hi),
+                value=tp(current),
                 key=widget_key,
-            )
-        )
-    if tp is float:
-        return float(
-            st.number_input(
-                label,
-                min_value=None if lo is None else float(lo),
-                max_value=None if hi is None else float(hi),
-                value=float(current),
-                key=widget_key,
-                format="%.4g",
+                format=None if tp is int else "%.4g",
             )
         )
     return st.text_input(label, value=str(current), key=widget_key)
