@@ -8,7 +8,7 @@ import sys
 
 from engine.config import SEARCH_MODES
 from engine.errors import EngineError
-from workbench.commands.common import print_json, workspace
+from workbench.commands.common import add_json_arg, print_json, workspace
 from workbench.eval.run_record import RunRecord
 
 
@@ -44,7 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kb", default="wiki", help="knowledge base folder (default: wiki)")
     p.add_argument("--mode", default=None, choices=SEARCH_MODES)
-    p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+    add_json_arg(p)
 
 
 def _record(args: argparse.Namespace, run_id: str | None) -> RunRecord:

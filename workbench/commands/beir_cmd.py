@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from workbench.commands.common import print_json
+from workbench.commands.common import add_json_arg, print_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="keep the first N judged queries",
     )
     p.add_argument("--name", default=None, help="golden set name (default: the folder's name)")
-    p.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
+    add_json_arg(p, "print a JSON summary on stdout")
     p.set_defaults(func=_run)
 
 

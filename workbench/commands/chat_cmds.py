@@ -22,7 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="loop: retrieve/judge/rewrite then answer (default); tools: the LLM calls search",
     )
     ask.add_argument("--top-k", type=int, default=5, help="chapters given as sources (default 5)")
-    ask.add_argument("--json", action="store_true", help="machine-readable answer on stdout")
+    common.add_json_arg(ask, "machine-readable answer on stdout")
     ask.add_argument(
         "--save",
         nargs="?",

@@ -18,13 +18,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     csub = p.add_subparsers(dest="chats_command", metavar="SUBCOMMAND", required=True)
     ls = csub.add_parser("list", help="conversations, most recent first")
     ls.add_argument("--kb", default="wiki", help="knowledge base folder (default: wiki)")
-    ls.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+    common.add_json_arg(ls)
     ls.set_defaults(func=_list)
     for name, helptext in (("show", "one conversation as Markdown"), ("delete", "remove one")):
         s = csub.add_parser(name, help=helptext)
         s.add_argument("id", help="conversation id (see `wikirag chats list`)")
         s.add_argument("--kb", default="wiki", help="knowledge base folder (default: wiki)")
-        s.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+        common.add_json_arg(s)
         s.set_defaults(func=_show if name == "show" else _delete)
     ex = csub.add_parser("export", help="write one conversation to a file (.md or .json)")
     ex.add_argument("id")
@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     common.add_workspace_args(rp)
     rp.add_argument("--mode", choices=("loop", "tools"), default="loop")
     rp.add_argument("--top-k", type=int, default=5)
-    rp.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+    common.add_json_arg(rp)
     rp.set_defaults(func=_replay)
 
 

@@ -10,6 +10,8 @@ from typing import Any
 from engine.config import EngineConfig, parse_override
 from workbench.workspace import Workspace, resolve
 
+_JSON_HELP = "machine-readable output on stdout"
+
 
 def add_workspace_args(p: argparse.ArgumentParser, dataset: bool = False) -> None:
     p.add_argument("--kb", default="wiki", help="knowledge base folder (default: wiki)")
@@ -47,7 +49,14 @@ def add_kb_args(p: argparse.ArgumentParser, *, index: bool = False) -> None:
     if index:
         p.add_argument("--index", default=None, help="index folder (default: .wikirag/<kb>)")
     p.add_argument("--dataset", default=None, help="golden set (default: datasets/<kb>.yaml)")
-    p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+    add_json_arg(p)
+
+
+def add_json_arg(p: argparse.ArgumentParser, help_text: str | None = _JSON_HELP) -> None:
+    """``--json``: the command's result as JSON on stdout (progress and notes go to stderr,
+    :func:`info`). ``help_text`` None: no help line, as `config show`, `chapter` and `stats`
+    have always had."""
+    p.add_argument("--json", action="store_true", help=help_text)
 
 
 def workspace(args: argparse.Namespace) -> Workspace:

@@ -27,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--dataset", default=None, help="golden set (default: datasets/<kb>.yaml)")
     c.add_argument("--split", default="all", choices=["tune", "holdout", "all"])
     c.add_argument("--mode", default=None, choices=SEARCH_MODES)
-    c.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+    common.add_json_arg(c)
     c.add_argument("--md", metavar="OUT", default=None, help="also write the Markdown to OUT")
     c.set_defaults(func=_compare)
 
@@ -41,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="a key and its values, e.g. --grid fusion.k=10,30,60 (once or twice)",
     )
     s.add_argument("--split", default="tune", choices=["tune", "holdout", "all"])
-    s.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+    common.add_json_arg(s)
     s.add_argument("--csv", metavar="OUT", default=None, help="also write the table as CSV")
     s.set_defaults(func=_sweep)
 

@@ -6,7 +6,13 @@ import argparse
 import sys
 
 from engine.config import all_keys
-from workbench.commands.common import add_workspace_args, effective_config, print_json, workspace
+from workbench.commands.common import (
+    add_json_arg,
+    add_workspace_args,
+    effective_config,
+    print_json,
+    workspace,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -14,7 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     csub = p.add_subparsers(dest="config_command", metavar="ACTION")
     show = csub.add_parser("show", help="print the effective config as YAML")
     add_workspace_args(show)
-    show.add_argument("--json", action="store_true")
+    add_json_arg(show, None)
     show.set_defaults(func=_show)
     keys = csub.add_parser("keys", help="list every config key")
     keys.set_defaults(func=lambda a: print("\n".join(all_keys())))

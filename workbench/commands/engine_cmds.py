@@ -22,7 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     common.add_workspace_args(p)
     _storage_arg(p)
     p.add_argument("--force", action="store_true", help="re-embed everything (full rebuild)")
-    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    common.add_json_arg(p, "print the report as JSON")
     p.add_argument(
         "--ray",
         nargs="?",
@@ -55,7 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="category, priority, doc_type or keywords; VALUE may be a,b (any of); repeatable",
     )
     p.add_argument("--expand", choices=EXPAND_MODES, default=None)
-    p.add_argument("--json", action="store_true", help="print the SearchResponse as JSON")
+    common.add_json_arg(p, "print the SearchResponse as JSON")
     p.set_defaults(func=_search)
 
     p = sub.add_parser("chapter", help="show one chapter (node) of the KB")
@@ -64,13 +64,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     rel = p.add_mutually_exclusive_group()
     rel.add_argument("--children", action="store_true", help="list its children instead")
     rel.add_argument("--siblings", action="store_true", help="list its siblings instead")
-    p.add_argument("--json", action="store_true")
+    common.add_json_arg(p, None)
     p.set_defaults(func=_chapter)
 
     p = sub.add_parser("stats", help="KB and index size, embedder, index freshness")
     common.add_workspace_args(p)
     _storage_arg(p)
-    p.add_argument("--json", action="store_true")
+    common.add_json_arg(p, None)
     p.set_defaults(func=_stats)
 
 

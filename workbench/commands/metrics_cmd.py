@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from engine.errors import EngineError
-from workbench.commands.common import print_json
+from workbench.commands.common import add_json_arg, print_json
 from workbench.eval.metrics import default_measures, evaluate_run, known_measures, parse_measure
 from workbench.eval.trec import read_qrels, read_run
 
@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=1,
         help="smallest grade that counts as relevant (trec_eval -l; default 1)",
     )
-    p.add_argument("--json", action="store_true", help="print JSON on stdout")
+    add_json_arg(p, "print JSON on stdout")
     p.set_defaults(func=_run)
 
 

@@ -43,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--top-k", type=int, default=5, help="chapters retrieved, as the chat")
     p.add_argument("--dry-run", action="store_true", help="measure only; write nothing")
-    p.add_argument("--json", action="store_true", help="the calibration as JSON on stdout")
+    common.add_json_arg(p, "the calibration as JSON on stdout")
     p.set_defaults(func=run)
 
 

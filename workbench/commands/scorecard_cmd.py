@@ -22,7 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="score a saved run (file stem under experiments/<kb>/runs/); "
         "default: evaluate now with the effective config",
     )
-    p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+    common.add_json_arg(p)
     p.set_defaults(func=run)
 
 
