@@ -148,14 +148,24 @@ def golden_set_or_stop(ws: Workspace, why: str, label: str | None = None) -> Gol
     return gs
 
 
-def clicked_row(table: Any, key: str, ids: Sequence[str]) -> str | None:
-    """The id of the row just clicked in a single-row-select ``st.dataframe`` (its return
-    value ``table``, rows in ``ids`` order); None when no row is newly clicked, so a rerun does
-    not pick it again (``state.changed`` under ``key``)."""
+def clickable_table(
+    data: Any, ids: Sequence[str], key: str, seen: str | None = None, **options: Any
+) -> str | None:
+    """``st.dataframe`` of ``data`` (rows in ``ids`` order) where one row can be clicked: the
+    id of the row just clicked, or None when no row is newly clicked, so a rerun does not pick
+    it again (``state.changed`` under ``seen``, default ``key``)."""
+    table = st.dataframe(
+        data, hide_index=True, on_select="rerun", selection_mode="single-row", key=key, **options
+    )
     rows = table.selection.rows if table is not None and table.selection else []
-    if rows and state.changed(key, ids[rows[0]]):
+    if rows and state.changed(seen or key, ids[rows[0]]):
         return ids[rows[0]]
     return None
+
+
+def fitted_height(rows: int, most: int) -> int:
+    """Pixels that show a table of ``rows`` rows whole, but at most ``most``."""
+    return min(38 + 35 * rows, most)
 
 
 def query_picker(

@@ -65,14 +65,12 @@ def failure_analysis(record: RunRecord, mode: str, kb: Any) -> None:
     if rows:
         table = pd.DataFrame([r.to_dict() for r in rows]).drop(columns=["cause", "language"])
         table["cause_text"] = [t(c) for c in table["cause_text"]]  # cause texts have entries
-        event = st.dataframe(
+        picked_id = ui.clickable_table(
             table,
-            hide_index=True,
+            [r.id for r in rows],
+            state.EVAL_FAIL_TABLE,
             width="stretch",
-            height=min(38 + 35 * len(rows), 320),
-            on_select="rerun",
-            selection_mode="single-row",
-            key=state.EVAL_FAIL_TABLE,
+            height=ui.fitted_height(len(rows), 320),
             column_config={
                 "recall@5": st.column_config.ProgressColumn(
                     min_value=0, max_value=1, format="%.2f"
@@ -82,7 +80,6 @@ def failure_analysis(record: RunRecord, mode: str, kb: Any) -> None:
                 "missing": st.column_config.NumberColumn("gold missing", format="%d"),
             },
         )
-        picked_id = ui.clicked_row(event, state.EVAL_FAIL_TABLE, [r.id for r in rows])
     ids = [r.id for r in rows] + [q.id for q in queries if q.id not in {r.id for r in rows}]
     if not ids:
         return

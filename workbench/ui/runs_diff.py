@@ -71,27 +71,25 @@ def runs_diff(ws: Workspace) -> None:
         return
     table = pd.DataFrame([r.to_dict(labels, measure) for r in rows])
     deltas = [col for col in table.columns if col.startswith("Δ")]
-    event = st.dataframe(
+    ids = [r.id for r in rows]
+    clicked = ui.clickable_table(
         table.style.map(tuning_widgets.delta_colour, subset=deltas)
         .map(
             lambda o: f"color: {OUTCOME_COLOUR.get(o, '')}" if OUTCOME_COLOUR.get(o) else "",
             subset=["outcome"],
         )
         .format(precision=3),
-        hide_index=True,
+        ids,
+        state.RUNS_DIFF_TABLE,
         width="stretch",
-        height=min(38 + 35 * len(rows), 360),
-        on_select="rerun",
-        selection_mode="single-row",
-        key=state.RUNS_DIFF_TABLE,
+        height=ui.fitted_height(len(rows), 360),
     )
-    ids = [r.id for r in rows]
     by_id = {r.id: r for r in rows}
     qid = ui.query_picker(
         ids,
         state.RUNS_DIFF_QUERY,
         lambda i: f"{i} · {by_id[i].query} ({named.get(by_id[i].outcome, by_id[i].outcome)})",
-        picked=ui.clicked_row(event, state.RUNS_DIFF_TABLE, ids),
+        picked=clicked,
     )
     gold, lists = A.side_by_side(records, mode, qid)
     kb = resources.kb(ws)

@@ -70,21 +70,19 @@ with ui.guarded(t("Knowledge base")):
             }
             for n in shown
         ]
-        table = st.dataframe(
+        picked = ui.clickable_table(
             pd.DataFrame(rows, columns=["chapter", "node_id", "file", "category"]),
-            hide_index=True,
+            [r["node_id"] for r in rows],
+            state.KB_TREE,
+            seen=state.KB_TREE_PICK,
             height=420,
-            on_select="rerun",
-            selection_mode="single-row",
             column_config={
                 "node_id": None,
                 "chapter": st.column_config.TextColumn(width="large"),
                 "file": st.column_config.TextColumn(width="medium"),
                 "category": st.column_config.TextColumn(width="small"),
             },
-            key=state.KB_TREE,
         )
-        picked = ui.clicked_row(table, state.KB_TREE_PICK, [r["node_id"] for r in rows])
         if picked is not None:
             state.set_selected_node(picked)
 
