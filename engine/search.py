@@ -15,7 +15,7 @@ import contextlib
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import numpy as np
 
@@ -55,7 +55,14 @@ from engine.snapshot import IndexSnapshot, load_snapshot
 from engine.tree import KnowledgeBase, Node
 from engine.types import Embedder, Reranker, SearchResponse
 
-_UNSET: Any = object()
+
+class EngineParts(TypedDict, total=False):
+    """What ``Engine.open`` / ``Engine.from_kb`` may be handed instead of building it from
+    the config (tests, benchmarks, a shared model); a part left out is built as configured."""
+
+    embedder: Embedder | None  # None: built from config.embedding
+    reranker: Reranker | None  # None: no reranking, whatever rerank.provider says
+    vector_backend: str  # one of shared.VECTOR_BACKENDS (default "numpy")
 
 
 class Engine:
@@ -72,26 +79,14 @@ class Engine:
         index_uri: str | Path,
         config: EngineConfig | None = None,
         storage_options: Mapping[str, str] | None = None,
-        *,
-        embedder: Embedder | None = None,
-        reranker: Reranker | None = _UNSET,
-        vector_backend: str = "numpy",
+        **parts: Unpack[EngineParts],
     ) -> Engine:
         """Parse the KB folder and open its index (IndexMissingError if there is none)."""
         from engine.tree import parse_kb
 
         cache = ParseCache()
         kb = parse_kb(kb_dir, cache=cache)
-        engine = cls.from_kb(
-            kb,
-            index_uri,
-            config,
-            storage_options,
-            embedder=embedder,
-            reranker=reranker,
-            vector_backend=vector_backend,
-            kb_dir=str(kb_dir),
-        )
+        engine = cls.from_kb(kb, index_uri, config, storage_options, kb_dir=str(kb_dir), **parts)
         engine._shared.parse_cache = cache
         return engine
 
@@ -103,19 +98,18 @@ class Engine:
         config: EngineConfig | None = None,
         storage_options: Mapping[str, str] | None = None,
         *,
-        embedder: Embedder | None = None,
-        reranker: Reranker | None = _UNSET,
-        vector_backend: str = "numpy",
         kb_dir: str | None = None,
+        **parts: Unpack[EngineParts],
     ) -> Engine:
-        """Open the index for an already parsed KB (``embedder``/``reranker`` override cfg)."""
+        """Open the index for an already parsed KB (``parts`` override the config's)."""
         cfg = config or EngineConfig()
         warm_up()
-        shared = SharedIndex(str(index_uri), storage_options, kb_dir, vector_backend)
-        if embedder is not None:
+        backend = parts.get("vector_backend", "numpy")
+        shared = SharedIndex(str(index_uri), storage_options, kb_dir, backend)
+        if (embedder := parts.get("embedder")) is not None:
             shared.embedders[cfg.embedding] = embedder
-        if reranker is not _UNSET:
-            shared.rerankers[rerank_key(cfg.rerank)] = reranker
+        if "reranker" in parts:
+            shared.rerankers[rerank_key(cfg.rerank)] = parts["reranker"]
         with shared.swap_lock:
             shared.load(kb, cfg)
         engine = cls(shared, cfg)
