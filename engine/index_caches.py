@@ -48,8 +48,8 @@ def load_counts(loc: Location, old: Manifest) -> LexicalCounts | None:
     crumbs = _load_crumbs(loc.read_bytes(old.crumbs_file)) if old.crumbs_file else None
     if payload is None or old.title_terms is None or crumbs is None:
         return None
-    ids, body = split_lexical_payload(payload)
-    counts, terms, _ = read_counts_payload(body)  # the title field is rebuilt from crumbs
+    ids, start = split_lexical_payload(payload)
+    counts, terms, _ = read_counts_payload(payload, start)  # the title field is rebuilt from crumbs
     if counts.shape[0] != len(ids) or len(ids) != len(old.nodes) or crumbs[0].shape[0] != len(ids):
         return None
     return LexicalCounts(ids, counts, terms, old.title_terms, crumbs[0], crumbs[1])
@@ -152,11 +152,13 @@ def _with_ids(npz_payload: bytes, ids: list[str]) -> bytes:
     return orjson.dumps(ids) + b"\n" + npz_payload
 
 
-def split_lexical_payload(payload: bytes) -> tuple[list[str], bytes]:
-    """(row ids, BM25 .npz payload) of a ``lexical_<build>.npz`` file."""
-    head, _, body = payload.partition(b"\n")
-    ids: list[str] = orjson.loads(head)
-    return ids, body
+def split_lexical_payload(payload: bytes) -> tuple[list[str], int]:
+    """(row ids, offset where the BM25 .npz payload starts) of a ``lexical_<build>.npz``
+    file: an offset, not a copy of the rest (~56 MB at 100k chapters, held beside the file's
+    bytes while a serving process loaded them)."""
+    end = payload.index(b"\n")
+    ids: list[str] = orjson.loads(payload[:end])
+    return ids, end + 1
 
 
 def drop_stale_files(loc: Location, m: Manifest) -> None:

@@ -243,9 +243,10 @@ class SparseBM25:
         return counts_payload(self.counts, self.terms, self.title_counts)
 
     @classmethod
-    def from_bytes(cls, payload: bytes, k1: float, b: float) -> SparseBM25:
-        """Counts saved by ``to_bytes``; ``has_title`` is False for payloads saved without."""
-        counts, terms, title = read_counts_payload(payload)
+    def from_bytes(cls, payload: bytes, k1: float, b: float, start: int = 0) -> SparseBM25:
+        """Counts saved by ``to_bytes`` (from byte ``start`` of ``payload``); ``has_title`` is
+        False for payloads saved without."""
+        counts, terms, title = read_counts_payload(payload, start)
         return cls(counts=counts, terms=terms, k1=k1, b=b, title_counts=title)
 
     def with_title(self, title_counts: sp.csr_matrix) -> SparseBM25:

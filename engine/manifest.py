@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -52,6 +52,12 @@ class Manifest:
     hash_context: str = ""
     title_terms: dict[str, int] | None = None
     vector_index: str = ""  # the approximate vector index ("" = exact search in memory)
+
+    def header(self) -> Manifest:
+        """This manifest without its per-chapter maps (node hashes, file hashes): what a
+        serving snapshot keeps. They were ~58 MB of Python objects at 100k chapters; the
+        freshness check and updates read the whole manifest from disk when they need them."""
+        return replace(self, nodes={}, files={})
 
     @property
     def embedder_signature(self) -> EmbedderSignature:

@@ -31,6 +31,7 @@ from engine.channels import (
 )
 from engine.config import EngineConfig
 from engine.errors import ConfigError, EngineError, ProviderError
+from engine.heap import release_free_heap
 from engine.indexer import (
     IndexReport,
     ProgressFn,
@@ -151,6 +152,8 @@ class Engine:
         if reranker is not None:
             with contextlib.suppress(ProviderError):  # search() reports them per query
                 reranker.score("warm up", ["warm up"])
+        # The first keyword search built the BM25 weights through term-major temporaries.
+        release_free_heap()
 
     def vocabulary_similarity(self, terms: Sequence[str]) -> list[float] | None:
         """Per term, the best cosine to a term of the KB's vocabulary (1.0 for a term in it),
@@ -422,7 +425,7 @@ class Engine:
                 kb = parse_kb(self._shared.kb_dir, cache=self._shared.parse_cache)
             if m is not None and m.build_id == current.snapshot.manifest.build_id:
                 if kb is not current.kb:
-                    fresh = freshness(kb, self.config, current.snapshot.manifest)
+                    fresh = freshness(kb, self.config, m)  # the snapshot keeps no node hashes
                     self._shared.state = State(kb, current.snapshot, fresh)
                 return False
             self._shared.load(kb, self.config)

@@ -18,6 +18,7 @@ from typing import Any
 
 from engine.config import EngineConfig, RerankConfig
 from engine.errors import ConfigError, EngineError
+from engine.heap import release_free_heap
 from engine.indexer import freshness, require_manifest
 from engine.parse_cache import ParseCache
 from engine.snapshot import IndexSnapshot, load_snapshot
@@ -93,8 +94,14 @@ class SharedIndex:
         hint = self.kb_dir or "DIR"
         for attempt in (1, 2):
             manifest = require_manifest(self.loc, hint)
+            # Freshness first, then only the manifest's header is kept: the per-chapter maps
+            # are not held while the snapshot's arrays load (the serving peak, issue 15).
+            fresh = freshness(kb, cfg, manifest)
+            header = manifest.header()
+            del manifest
+            release_free_heap()
             try:
-                snap = load_snapshot(self.store, self.loc, manifest)
+                snap = load_snapshot(self.store, self.loc, header)
                 break
             except (OSError, ValueError, RuntimeError) as exc:
                 # A concurrent full rebuild may have dropped the table we just read about.
@@ -103,8 +110,9 @@ class SharedIndex:
                         f"cannot read the index at {self.index_uri} ({exc}); "
                         f"run `wikirag index --kb {hint}`"
                     ) from exc
-        state = State(kb, snap, freshness(kb, cfg, snap.manifest))
+        state = State(kb, snap, fresh)
         self.state = state
+        release_free_heap()  # what the load read and dropped (engine/heap.py)
         return state
 
 

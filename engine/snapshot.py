@@ -49,6 +49,9 @@ from engine.store import (
 )
 from engine.topn import top_n
 
+# Rows per batch when streaming the vector column (~8 MB of float32 at 256 dims).
+_VECTOR_BATCH_ROWS = 8192
+
 
 @dataclass
 class IndexSnapshot:
@@ -259,14 +262,25 @@ def _str_column(col: pa.ChunkedArray, idx: np.ndarray) -> np.ndarray:
 def _unit_vectors(tbl: Any, ids: list[str]) -> np.ndarray:
     """The vector column in ``ids`` order, rows scaled to unit length (zero rows stay zero).
 
-    Read apart from the metadata and normalised in place: one matrix-sized copy at a time.
+    Streamed in batches into one preallocated matrix: reading the whole column first held
+    it twice (Arrow, then numpy) and, at 100k chapters x 256 dims, left the process ~180 MB
+    above the 98 MB matrix it keeps.
     """
-    data = Store.read(tbl, ["id", "vector"])
-    got, idx = _sorted_ids(data)
-    if got != ids:  # pragma: no cover - one table version scans the same rows
+    row_of = {node_id: row for row, node_id in enumerate(ids)}
+    vectors: np.ndarray | None = None
+    seen = 0
+    for batch in Store.read_batches(tbl, ["id", "vector"], _VECTOR_BATCH_ROWS):
+        part = vectors_of(pa.Table.from_batches([batch]))
+        if vectors is None:
+            vectors = np.empty((len(ids), part.shape[1]), dtype=np.float32)
+        try:
+            rows = [row_of[i] for i in batch.column("id").to_pylist()]
+        except KeyError as exc:  # pragma: no cover - one table version scans the same rows
+            raise ValueError(f"the vector column has a row the metadata lacks: {exc}") from None
+        vectors[rows] = part
+        seen += len(rows)
+    if vectors is None or seen != len(ids):  # pragma: no cover - same table version
         raise ValueError("the vector column's rows differ from the metadata's")
-    vectors = np.ascontiguousarray(vectors_of(data)[idx], dtype=np.float32)
-    del data
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     ok = norms > 0
     np.divide(vectors, norms, out=vectors, where=ok)
@@ -277,9 +291,9 @@ def _unit_vectors(tbl: Any, ids: list[str]) -> np.ndarray:
 def _load_lexical(loc: Location, m: Manifest, ids: list[str], tbl: Any) -> SparseBM25:
     payload = loc.read_bytes(m.lexical_file) if m.lexical_file else None
     if payload is not None:
-        cached_ids, body = split_lexical_payload(payload)
+        cached_ids, start = split_lexical_payload(payload)
         if cached_ids == ids:
-            return SparseBM25.from_bytes(body, k1=1.5, b=0.75)
+            return SparseBM25.from_bytes(payload, k1=1.5, b=0.75, start=start)
     # Cache missing or misaligned: rebuild from the table's tokens (same result, slower).
     data = Store.read(tbl, ["id", "tokens"])
     by_id = dict(zip(data.column("id").to_pylist(), data.column("tokens").to_pylist(), strict=True))

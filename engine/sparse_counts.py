@@ -195,10 +195,13 @@ def counts_payload(
 
 
 def read_counts_payload(
-    payload: bytes,
+    payload: bytes, start: int = 0
 ) -> tuple[sp.csr_matrix, list[str], sp.csr_matrix | None]:
-    """(counts, terms, title counts or None) saved by ``counts_payload``."""
-    z = np.load(io.BytesIO(payload))
+    """(counts, terms, title counts or None) saved by ``counts_payload``, read from byte
+    ``start`` of ``payload`` without copying it (zip finds its members past a prefix)."""
+    fh = io.BytesIO(payload)  # shares the bytes object's buffer
+    fh.seek(start)
+    z = np.load(fh)
     shape = tuple(int(x) for x in z["shape"])
     counts = sp.csr_matrix((z["data"], z["indices"], z["indptr"]), shape=shape)
     title = None

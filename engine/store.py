@@ -292,6 +292,13 @@ class Store:
         return q.limit(None).to_arrow()
 
     @staticmethod
+    def read_batches(tbl: Any, columns: Sequence[str], batch_rows: int) -> Iterator[pa.RecordBatch]:
+        """``read``'s rows as a stream of record batches (at most ``batch_rows`` each), for
+        columns too large to hold twice."""
+        reader = tbl.search().select(list(columns)).limit(None).to_batches(batch_rows)
+        yield from reader
+
+    @staticmethod
     def vector_search(
         tbl: Any, vector: np.ndarray, k: int, where: str | None = None
     ) -> list[tuple[str, float]]:

@@ -298,8 +298,9 @@ def _index_contents(idx: Path) -> dict:
         ).to_pylist(),
         key=lambda r: r["id"],
     )
-    ids, body = split_lexical_payload(loc.read_bytes(m.lexical_file))
-    bm = SparseBM25.from_bytes(body, k1=1.5, b=0.75)
+    payload = loc.read_bytes(m.lexical_file)
+    ids, start = split_lexical_payload(payload)
+    bm = SparseBM25.from_bytes(payload, k1=1.5, b=0.75, start=start)
     queries = [["重排", "延迟"], ["召回率"], ["切块", "标题"], ["常见问题", "每晚"], ["mrr"]]
     return {
         "rows": rows,

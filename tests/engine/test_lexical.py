@@ -421,3 +421,14 @@ def test_replace_rows_equals_a_recount_for_random_edits() -> None:
         ]
         assert rows == [dict(Counter(after[i])) for i in got_ids]
         assert set(got_terms) == {w for v in after.values() for w in v}
+
+
+def test_counts_read_from_an_offset_equal_the_plain_payload() -> None:
+    # The lexical cache file is a JSON id line followed by the .npz: read in place, no copy.
+    bm = SparseBM25([tokenize(t) for t in CORPUS], title_tokens=[tokenize(t[:4]) for t in CORPUS])
+    prefix = b'["a","b"]\n'
+    back = SparseBM25.from_bytes(prefix + bm.to_bytes(), k1=1.5, b=0.75, start=len(prefix))
+    assert back.terms == bm.terms and back.has_title
+    assert (back.counts != bm.counts).nnz == 0
+    for q in QUERIES:
+        assert np.array_equal(back.get_scores(tokenize(q)), bm.get_scores(tokenize(q)))

@@ -90,8 +90,9 @@ def _counts(idx: Path) -> tuple[dict[tuple[str, str], float], dict[tuple[str, st
     loc = Location(str(idx))
     m = read_manifest(loc)
     assert m is not None
-    ids, body = split_lexical_payload(loc.read_bytes(m.lexical_file) or b"")
-    bm25 = SparseBM25.from_bytes(body, k1=1.5, b=0.75)
+    payload = loc.read_bytes(m.lexical_file) or b""
+    ids, start = split_lexical_payload(payload)
+    bm25 = SparseBM25.from_bytes(payload, k1=1.5, b=0.75, start=start)
 
     def cells(mat: Any) -> dict[tuple[str, str], float]:
         c = mat.tocoo()

@@ -8,9 +8,11 @@ import pytest
 
 from engine.config import EngineConfig
 from engine.errors import ConfigError, EngineError, IndexMissingError, UnknownNodeError
-from engine.indexer import build_index
+from engine.index_plan import freshness
+from engine.indexer import build_index, read_manifest
 from engine.pipeline import rank
 from engine.search import Engine, normalize_filters
+from engine.store import Location
 from engine.tree import parse_kb
 from tests.engine.engine_kit import HASH_CFG, CountingEmbedder, FakeReranker, write_kb
 
@@ -238,9 +240,16 @@ def test_stats_reports_freshness(tmp_path: Path) -> None:
     assert (s["documents"], s["chapters"], s["nodes"]) == (3, 9, 12)
     assert s["index"]["rows"] == 12 and s["embedder"]["provider"] == "hash"
     assert s["freshness"]["fresh"] is True
+    # The served snapshot keeps the manifest's header only (memory); freshness after a
+    # re-parse reads the node hashes from disk.
+    assert eng._shared.current().snapshot.manifest.nodes == {}
     (kb_dir / "new.md").write_text("# 新文档\n\n内容。\n", "utf-8")
+    (kb_dir / "evaluation/metrics.md").write_text("# 评测\n\n改过的内容。\n", "utf-8")
     eng.refresh()
-    assert eng.stats()["freshness"] == {"new": 2, "changed": 0, "deleted": 0, "fresh": False}
+    got = eng.stats()["freshness"]
+    on_disk = read_manifest(Location(str(tmp_path / "idx")))
+    assert got == freshness(parse_kb(kb_dir), HASH_CFG, on_disk)
+    assert got["new"] >= 2 and got["deleted"] + got["changed"] >= 1 and not got["fresh"]
 
 
 def test_with_config_shares_index_and_checks_embedder(engine: Engine) -> None:
