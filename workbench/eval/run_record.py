@@ -88,6 +88,11 @@ class Attribution(_FlatRecord):
     bm25_rank_any: int | None
 
 
+# The golden item's fields a query record carries as they are (plus ``relevant``, as a
+# tuple, and ``language``, which the item derives).
+_ITEM_FIELDS = ("id", "query", "difficulty", "category", "split")
+
+
 @dataclass(frozen=True)
 class QueryRecord:
     """One golden query scored in one mode."""
@@ -115,13 +120,9 @@ class QueryRecord:
     def from_result(cls, res: QueryResult) -> QueryRecord:
         it = res.item
         return cls(
-            id=it.id,
-            query=it.query,
+            **{name: getattr(it, name) for name in _ITEM_FIELDS},
             relevant=tuple(it.relevant),
-            difficulty=it.difficulty,
-            category=it.category,
             language=it.language,
-            split=it.split,
             mode=res.mode,
             metrics=res.metrics,
             latency_ms=round(res.latency_ms, 3),
@@ -161,12 +162,7 @@ class QueryRecord:
     def to_item(self) -> GoldenItem:
         """The golden item as far as the record knows it (labels as grade 1)."""
         return GoldenItem(
-            id=self.id,
-            query=self.query,
-            relevant=self.relevant,
-            difficulty=self.difficulty,
-            category=self.category,
-            split=self.split,
+            **{name: getattr(self, name) for name in _ITEM_FIELDS}, relevant=self.relevant
         )
 
 
