@@ -22,6 +22,7 @@ This module orchestrates; the names callers used to import from it are re-export
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import time
 from collections.abc import Mapping, Sequence
@@ -31,18 +32,23 @@ from typing import Any
 
 from engine.config import EngineConfig
 from engine.index_caches import (
+    DeltaCounts,
     caches_present,
     drop_stale_files,
     lexical_from_table,
+    load_base,
     load_counts,
-    load_vocab,
+    load_delta_state,
+    stored_terms,
     stored_title_terms,
     write_caches,
+    write_delta_caches,
 )
 from engine.index_caches import split_lexical_payload as split_lexical_payload
 from engine.index_plan import file_hashes, fingerprint, hash_context, plan_update
 from engine.index_plan import freshness as freshness
 from engine.index_plan import kb_hashes as kb_hashes
+from engine.lexical_delta import extended, merged, needs_compaction
 from engine.manifest import MANIFEST as MANIFEST
 from engine.manifest import SUMMARIES, Manifest, load_llm_summaries, now_stamp, write_manifest
 from engine.manifest import read_manifest as read_manifest
@@ -204,7 +210,7 @@ def commit_build(
     cfg: EngineConfig,
     embedder: Embedder,
     hashes: Mapping[str, Sequence[str]],
-    lexical: LexicalCounts,
+    lexical: LexicalCounts | DeltaCounts,
     summaries: Mapping[str, str],
     files: dict[str, str],
     old: Manifest | None,
@@ -216,24 +222,28 @@ def commit_build(
 ) -> int:
     """After the rows: vector index, BM25 and vocabulary caches, then the manifest switch.
 
-    Returns the table version the new manifest names. (A Ray build, engine/ray_build.py,
-    ends the same way.)
+    ``lexical``: the full counts (written as a new base), or an update's delta against
+    ``old``'s base. Returns the table version the new manifest names. (A Ray build,
+    engine/ray_build.py, ends the same way.)
     """
     sig = embedder.signature
     if ann_min_rows is None:  # the Ray build follows the config like the local one
         ann_min_rows = cfg.index.ann_min_rows
     vector_index = "" if full or old is None else old.vector_index
-    if not vector_index and ann_min_rows > 0 and len(lexical.ids) >= ann_min_rows:
+    n_rows = len(hashes)
+    if not vector_index and ann_min_rows > 0 and n_rows >= ann_min_rows:
         # Rows an update adds later are searched exactly by LanceDB beside the index.
         if progress:
             progress(0, 1, "vector index")
-        vector_index = create_vector_index(tbl, len(lexical.ids), sig.dims)
+        vector_index = create_vector_index(tbl, n_rows, sig.dims)
     version = int(tbl.version)
     build_id = f"{table_name}_v{version}"
-    prev_vocab = load_vocab(loc, old) if old is not None and not force else None
-    lexical_file, crumbs_file, terms_file, vectors_file = write_caches(
-        loc, build_id, lexical, embedder, prev_vocab, progress
-    )
+    prev = None if force else old  # force: every vocabulary vector embedded again
+    if isinstance(lexical, DeltaCounts):
+        assert old is not None  # a delta is against the previous build's base
+        files_ = write_delta_caches(loc, build_id, old, lexical, embedder, progress)
+    else:
+        files_ = write_caches(loc, build_id, lexical, embedder, prev, progress)
     now = now_stamp()
     manifest = Manifest(
         table=table_name,
@@ -246,14 +256,16 @@ def commit_build(
         created_at=now if full or old is None else old.created_at,
         updated_at=now,
         build_id=build_id,
-        lexical_file=lexical_file,
-        crumbs_file=crumbs_file,
-        vocab_terms_file=terms_file,
-        vocab_vectors_file=vectors_file,
+        lexical_file=files_.lexical,
+        crumbs_file=files_.crumbs,
+        lexical_stats_file=files_.stats,
+        lexical_delta_file=files_.delta,
+        vocab_terms_file=files_.vocab_terms,
+        vocab_vectors_file=files_.vocab_vectors,
         summaries=dict(summaries),
         files=files,
         hash_context=hash_context(cfg, summaries),
-        title_terms=lexical.title_terms,
+        title_terms=None,  # in the stats file and the delta
         vector_index=vector_index,
     )
     write_manifest(loc, manifest)  # the switch: atomic
@@ -279,6 +291,7 @@ class _Build:
         full = force or old is None or old.embedder_signature != sig
         self.report.full_rebuild = full
         summaries = self._summaries()
+        lexical: LexicalCounts | DeltaCounts
         if full:
             table_name, tbl, hashes, lexical = self._write_new_table(summaries, workers, old)
         else:
@@ -304,7 +317,7 @@ class _Build:
             progress=self.progress,
         )
         self.report.table, self.report.version = table_name, version
-        self.report.rows = len(lexical.ids)
+        self.report.rows = len(hashes)
         return self.report
 
     def _summaries(self) -> dict[str, str]:
@@ -340,8 +353,12 @@ class _Build:
 
     def _update(
         self, old: Manifest, summaries: dict[str, str], ann_min_rows: int
-    ) -> tuple[str, Any, Mapping[str, Sequence[str]], LexicalCounts] | None:
-        """Write the changes into the current table (None when there are none)."""
+    ) -> tuple[str, Any, Mapping[str, Sequence[str]], LexicalCounts | DeltaCounts] | None:
+        """Write the changes into the current table (None when there are none).
+
+        The counts come back as a delta against ``old``'s base, or in full (to be saved as
+        a new base) once the delta is big or ``old`` has none.
+        """
         plan = plan_update(self.kb, self.cfg, summaries, old)
         r = self.report
         r.added, r.removed, r.updated = len(plan.added), len(plan.removed), len(plan.changed)
@@ -366,6 +383,24 @@ class _Build:
             r.table, r.version, r.rows = old.table, current.version, n_rows
             return None
         tbl = self._open_at(old)
+        state = load_delta_state(self.loc, old)
+        if state is not None:
+            stats, delta = state
+            in_delta = set(delta.ids)
+            from_base = [s for s in plan.stale if s not in in_delta]
+            stale_titles, stale_df = stored_terms(tbl, plan.stale, from_base)
+            rows, r.embedded = write_incremental(
+                tbl, self.kb, self.cfg, self.embedder, plan, summaries, old.nodes, self.progress
+            )
+            delta = extended(delta, plan.stale, stale_df, stale_titles, rows)
+            if not needs_compaction(delta, len(plan.hashes)):
+                return old.table, tbl, plan.hashes, DeltaCounts(stats, delta)
+            base = load_base(self.loc, old)
+            with contextlib.suppress(ValueError):  # an inconsistent delta: count again
+                if base is not None:
+                    return old.table, tbl, plan.hashes, merged(base, stats, delta)
+            lexical = lexical_from_table(self.store, old.table, self.cfg.lexical.tokenizer_spec)
+            return old.table, tbl, plan.hashes, lexical
         stale_titles = stored_title_terms(tbl, plan.stale)
         rows, r.embedded = write_incremental(
             tbl, self.kb, self.cfg, self.embedder, plan, summaries, old.nodes, self.progress

@@ -43,11 +43,18 @@ class Manifest:
     crumbs_file: str = ""  # the BM25 title field's counts over its own terms (for updates)
     vocab_terms_file: str = ""
     vocab_vectors_file: str = ""
+    # The counts as base + delta (engine/lexical_delta.py): ``lexical_file`` and
+    # ``crumbs_file`` are the base, this its df and title terms, and the delta the rows
+    # changed since ("" = none). Absent in indexes written before: their first update
+    # writes a base.
+    lexical_stats_file: str = ""
+    lexical_delta_file: str = ""
     summaries: dict[str, str] = field(default_factory=dict)  # LLM summaries used, by content hash
     format: int = MANIFEST_FORMAT
     # For updates in proportion to the change: the source hash of every indexed file (its
     # nodes' hashes are reused while it is unchanged and ``hash_context`` holds), and how
-    # many rows give each title/keyword term (the vocabulary keeps those terms).
+    # many rows give each title/keyword term (the vocabulary keeps those terms; an index
+    # with ``lexical_stats_file`` keeps them there and in the delta instead: None here).
     files: dict[str, str] = field(default_factory=dict)
     hash_context: str = ""
     title_terms: dict[str, int] | None = None

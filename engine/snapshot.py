@@ -29,6 +29,7 @@ import pyarrow as pa
 
 from engine.config import LexicalConfig
 from engine.expansion import Vocabulary
+from engine.index_caches import load_counts
 from engine.indexer import Manifest, split_lexical_payload
 from engine.lexical import (
     BM25Index,
@@ -47,6 +48,7 @@ from engine.store import (
     filter_sql,
     vectors_of,
 )
+from engine.term_counts import aligned
 from engine.topn import top_n
 
 # Rows per batch when streaming the vector column (~8 MB of float32 at 256 dims).
@@ -289,7 +291,14 @@ def _unit_vectors(tbl: Any, ids: list[str]) -> np.ndarray:
 
 
 def _load_lexical(loc: Location, m: Manifest, ids: list[str], tbl: Any) -> SparseBM25:
-    payload = loc.read_bytes(m.lexical_file) if m.lexical_file else None
+    if m.lexical_delta_file:  # the base with the rows changed since merged in
+        full = load_counts(loc, m)
+        if full is not None and full.ids == ids:
+            title = aligned(full.crumb_counts, full.crumb_terms, full.terms)
+            return SparseBM25(counts=full.counts, terms=full.terms, title_counts=title)
+    payload = (
+        loc.read_bytes(m.lexical_file) if m.lexical_file and not m.lexical_delta_file else None
+    )
     if payload is not None:
         cached_ids, start = split_lexical_payload(payload)
         if cached_ids == ids:

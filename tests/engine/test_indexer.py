@@ -50,9 +50,11 @@ def test_first_build_is_full_and_writes_manifest_and_caches(kb_dir: Path, tmp_pa
         MANIFEST,
         m.lexical_file,
         m.crumbs_file,
+        m.lexical_stats_file,
         m.vocab_terms_file,
         m.vocab_vectors_file,
     }
+    assert m.lexical_delta_file == ""  # a full build writes the counts as a base
 
 
 def test_embedded_text_layout(kb_dir: Path) -> None:
@@ -284,23 +286,23 @@ def test_turning_stemming_on_retokenizes_every_row_without_re_embedding(
 
 def _index_contents(idx: Path) -> dict:
     """What an index holds, independent of how it was built (table names, versions, column
-    order of the BM25 matrix)."""
-    from engine.indexer import split_lexical_payload
-    from engine.lexical import SparseBM25
+    order of the BM25 matrix), as a serving snapshot loads it."""
+    from engine.index_caches import current_title_terms
+    from engine.snapshot import load_snapshot
 
     loc = Location(str(idx))
     m = read_manifest(loc)
     assert m is not None
-    tbl = Store(str(idx)).open_table(m.table, m.version)
+    store = Store(str(idx))
+    tbl = store.open_table(m.table, m.version)
     rows = sorted(
         Store.read(
             tbl, ["id", "tokens", "text", "content_hash", "row_hash", "keywords"]
         ).to_pylist(),
         key=lambda r: r["id"],
     )
-    payload = loc.read_bytes(m.lexical_file)
-    ids, start = split_lexical_payload(payload)
-    bm = SparseBM25.from_bytes(payload, k1=1.5, b=0.75, start=start)
+    snap = load_snapshot(store, loc, m)
+    bm, ids = snap.lexical, snap.ids
     queries = [["重排", "延迟"], ["召回率"], ["切块", "标题"], ["常见问题", "每晚"], ["mrr"]]
     return {
         "rows": rows,
@@ -309,7 +311,8 @@ def _index_contents(idx: Path) -> dict:
         "terms": sorted(bm.terms),
         "scores": [bm.get_scores(q) for q in queries],
         "vocab": json.loads(loc.read_text(m.vocab_terms_file))["terms"],
-        "title_terms": m.title_terms,
+        "vocab_vectors": snap.vocab.vectors.tolist(),
+        "title_terms": current_title_terms(loc, m),
         "files": m.files,
         "title_field": _title_field(bm, ids),
     }
@@ -325,7 +328,17 @@ def _title_field(bm, ids: list[str]) -> dict:
 def _assert_same_index(a: dict, b: dict) -> None:
     import numpy as np
 
-    keys = ("rows", "nodes", "ids", "terms", "vocab", "title_terms", "files", "title_field")
+    keys = (
+        "rows",
+        "nodes",
+        "ids",
+        "terms",
+        "vocab",
+        "vocab_vectors",
+        "title_terms",
+        "files",
+        "title_field",
+    )
     for key in keys:
         assert a[key] == b[key], key
     for sa, sb in zip(a["scores"], b["scores"], strict=True):
@@ -389,7 +402,10 @@ def test_index_written_before_update_caches_is_updated_by_recounting(
     _build(kb_dir, idx)
     loc = Location(str(idx))
     m = read_manifest(loc)
-    loc.write_text(MANIFEST, replace(m, title_terms=None, files={}, hash_context="").to_json())
+    old = replace(
+        m, title_terms=None, lexical_stats_file="", files={}, hash_context=""
+    )  # no stats file and no title terms: nothing to patch
+    loc.write_text(MANIFEST, old.to_json())
     (kb_dir / "faq.md").write_text("# 常见问题\n\n索引多久更新一次？每晚。\n", "utf-8")
     report = _build(kb_dir, idx)
     assert not report.full_rebuild and report.added == 2 and report.embedded == 2
