@@ -28,6 +28,7 @@ import numpy as np
 from engine.atomic import atomic_write_text
 from engine.config import EngineConfig, parse_override
 from engine.embedding import make_embedder
+from engine.index_caches import current_title_terms
 from engine.indexer import build_index, read_manifest, split_lexical_payload
 from engine.store import Location, Store, vectors_of
 from engine.tree import parse_kb
@@ -50,7 +51,7 @@ def _same_index(a: Path, b: Path) -> dict[str, Any]:
         "max_vector_diff": None if diff is None else float(diff.max(initial=0.0)),
         "manifest_nodes_equal": ma.nodes == mb.nodes,
         "manifest_files_equal": ma.files == mb.files,
-        "title_terms_equal": ma.title_terms == mb.title_terms,
+        "title_terms_equal": current_title_terms(la, ma) == current_title_terms(lb, mb),
         "bm25_ids_equal": ids_a == ids_b,
         "vocab_terms_equal": la.read_text(ma.vocab_terms_file) == lb.read_text(mb.vocab_terms_file),
     }

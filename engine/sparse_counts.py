@@ -98,8 +98,9 @@ def replace_rows(
     width = len(all_terms)
     col = np.array([index[t] for t in new_terms], dtype=np.int64)
     nc = new_counts.tocsr()
+    # Copies: sort_indices below reorders in place, and the caller's matrix stays as it was.
     new = sp.csr_matrix(
-        (nc.data, col[nc.indices] if len(col) else nc.indices, nc.indptr),
+        (nc.data.copy(), col[nc.indices] if len(col) else nc.indices.copy(), nc.indptr.copy()),
         shape=(nc.shape[0], width),
     )
     new.sort_indices()

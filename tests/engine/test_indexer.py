@@ -427,3 +427,156 @@ def test_worker_processes_build_the_same_index(
         parse_kb(kb_dir), HASH_CFG, str(tmp_path / "two"), embedder=CountingEmbedder(), workers=2
     )
     _assert_same_index(_index_contents(tmp_path / "one"), _index_contents(tmp_path / "two"))
+
+
+def _edit_one_chapter(kb_dir: Path, n: int) -> None:
+    p = kb_dir / "retrieval/rerank.md"
+    p.write_text(p.read_text() + f"\n补充第 {n} 段：延迟预算。\n", "utf-8")
+
+
+def test_an_update_writes_a_delta_and_keeps_the_base(kb_dir: Path, tmp_path: Path) -> None:
+    idx = tmp_path / "idx"
+    _build(kb_dir, idx)
+    loc = Location(str(idx))
+    first = read_manifest(loc)
+    base_bytes = (idx / first.lexical_file).read_bytes()
+    for n in (1, 2):
+        _edit_one_chapter(kb_dir, n)
+        report = _build(kb_dir, idx)
+        assert not report.full_rebuild and report.updated == 1
+        m = read_manifest(loc)
+        # The base files are the first build's, untouched; only a new delta was written.
+        assert (m.lexical_file, m.crumbs_file, m.lexical_stats_file) == (
+            first.lexical_file,
+            first.crumbs_file,
+            first.lexical_stats_file,
+        )
+        assert (idx / m.lexical_file).read_bytes() == base_bytes
+        assert m.lexical_delta_file and m.lexical_delta_file != first.lexical_delta_file
+        assert set(loc.names()) == {
+            MANIFEST,
+            m.lexical_file,
+            m.crumbs_file,
+            m.lexical_stats_file,
+            m.lexical_delta_file,
+            m.vocab_terms_file,
+            m.vocab_vectors_file,
+        }
+    _build(kb_dir, tmp_path / "fresh")
+    _assert_same_index(_index_contents(idx), _index_contents(tmp_path / "fresh"))
+
+
+def test_an_update_keeps_the_vocabulary_files_when_its_terms_do_not_change(
+    kb_dir: Path, tmp_path: Path
+) -> None:
+    idx = tmp_path / "idx"
+    _build(kb_dir, idx)
+    first = read_manifest(Location(str(idx)))
+    p = kb_dir / "retrieval/rerank.md"
+    p.write_text(p.read_text().replace("候选数不宜超过 35。", "候选数不宜超过 36。"), "utf-8")
+    emb = CountingEmbedder()
+    report = _build(kb_dir, idx, emb)
+    m = read_manifest(Location(str(idx)))
+    assert report.updated == 1 and len(emb.chapter_texts) == 1  # no vocabulary term embedded
+    assert (m.vocab_terms_file, m.vocab_vectors_file) == (
+        first.vocab_terms_file,
+        first.vocab_vectors_file,
+    )
+    _build(kb_dir, tmp_path / "fresh")
+    _assert_same_index(_index_contents(idx), _index_contents(tmp_path / "fresh"))
+
+
+def test_a_big_delta_is_compacted_into_a_new_base(
+    kb_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import engine.lexical_delta as lexical_delta
+
+    idx = tmp_path / "idx"
+    _build(kb_dir, idx)
+    _edit_one_chapter(kb_dir, 1)
+    _build(kb_dir, idx)
+    loc = Location(str(idx))
+    with_delta = read_manifest(loc)
+    assert with_delta.lexical_delta_file
+    monkeypatch.setattr(lexical_delta, "COMPACT_MIN_ROWS", 1)  # 2 changed rows > 1
+    _edit_one_chapter(kb_dir, 2)
+    report = _build(kb_dir, idx)
+    assert not report.full_rebuild
+    m = read_manifest(loc)
+    assert m.lexical_delta_file == "" and m.lexical_file != with_delta.lexical_file
+    assert with_delta.lexical_file not in loc.names()  # the old base is dropped
+    _build(kb_dir, tmp_path / "fresh")
+    _assert_same_index(_index_contents(idx), _index_contents(tmp_path / "fresh"))
+
+
+def test_a_crash_before_the_manifest_switch_leaves_the_previous_index_readable(
+    kb_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import engine.indexer as indexer
+
+    idx = tmp_path / "idx"
+    _build(kb_dir, idx)
+    _edit_one_chapter(kb_dir, 1)
+    _build(kb_dir, idx)  # an index with a delta
+    before = _index_contents(idx)
+    loc = Location(str(idx))
+    m_before = (idx / MANIFEST).read_bytes()
+
+    def crash(*_a: object, **_k: object) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(indexer, "write_manifest", crash)
+    _edit_one_chapter(kb_dir, 2)
+    with pytest.raises(OSError, match="disk full"):
+        _build(kb_dir, idx)
+    assert (idx / MANIFEST).read_bytes() == m_before
+    assert any(
+        n.endswith(".delta.npz") and n != read_manifest(loc).lexical_delta_file for n in loc.names()
+    )
+    _assert_same_index(_index_contents(idx), before)  # the old base + delta, as they were
+    monkeypatch.undo()
+    report = _build(kb_dir, idx)  # the next update starts from the manifest's version
+    assert report.updated == 1
+    _build(kb_dir, tmp_path / "fresh")
+    _assert_same_index(_index_contents(idx), _index_contents(tmp_path / "fresh"))
+
+
+def test_an_index_without_the_stats_file_is_updated_from_its_manifest_title_terms(
+    kb_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An index written before the counts had a base and delta (title terms in the
+    manifest, no stats file) is patched as before; its update writes a base."""
+    from dataclasses import replace
+
+    import engine.indexer as indexer
+    from engine.index_caches import current_title_terms
+
+    idx = tmp_path / "idx"
+    _build(kb_dir, idx)
+    loc = Location(str(idx))
+    m = read_manifest(loc)
+    titles = current_title_terms(loc, m)
+    old = replace(m, title_terms=titles, lexical_stats_file="")
+    loc.delete(m.lexical_stats_file)
+    loc.write_text(
+        MANIFEST,
+        json.dumps(
+            {
+                k: v
+                for k, v in json.loads(old.to_json()).items()
+                if k not in ("lexical_stats_file", "lexical_delta_file")
+            }
+        ),
+    )
+    assert Engine.from_kb(parse_kb(kb_dir), str(idx), HASH_CFG, embedder=CountingEmbedder())
+    recounted: list[str] = []
+    real = indexer.lexical_from_table
+    monkeypatch.setattr(indexer, "lexical_from_table", lambda *a: recounted.append("x") or real(*a))
+    for n in (1, 2):  # the first update writes a base, the second a delta on it
+        _edit_one_chapter(kb_dir, n)
+        _build(kb_dir, idx)
+        _build(kb_dir, tmp_path / f"fresh{n}")
+        _assert_same_index(_index_contents(idx), _index_contents(tmp_path / f"fresh{n}"))
+    m2 = read_manifest(loc)
+    assert m2.lexical_stats_file and m2.lexical_delta_file and m2.title_terms is None
+    assert recounted == []
