@@ -188,6 +188,15 @@ def test_index_and_search_on_s3(moto_s3: str, tmp_path: Path) -> None:
     assert "manifest.json" in Location(uri, opts).names()
     again = build_index(kb, HASH_CFG, uri, storage_options=opts)
     assert again.embedded == 0 and not again.full_rebuild
+    # An update writes its delta as a new whole object beside the base.
+    p = tmp_path / "kb" / "rag/chunking.md"
+    p.write_text(p.read_text() + "\n补充：延迟预算。\n", "utf-8")
+    kb = parse_kb(tmp_path / "kb")
+    upd = build_index(kb, HASH_CFG, uri, storage_options=opts)
+    assert upd.updated == 1 and not upd.full_rebuild
+    m2 = read_manifest(Location(uri, opts))
+    assert m2 is not None and m2.lexical_file == m.lexical_file
+    assert m2.lexical_delta_file in Location(uri, opts).names()
     engine = Engine.from_kb(kb, uri, HASH_CFG, opts)
     resp = engine.search("重排 延迟")
     assert resp.results[0].node_id == "retrieval/rerank#重排/延迟"
