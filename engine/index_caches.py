@@ -305,6 +305,7 @@ def caches_present(loc: Location, m: Manifest) -> bool:
     """Whether every cache file ``m`` names is still there."""
     have = set(loc.names())  # a listing, not a read of files that grow with the corpus
     names = (
+        m.hashes_file,
         m.lexical_file,
         m.lexical_stats_file,
         m.lexical_delta_file,
@@ -332,6 +333,7 @@ def drop_stale_files(loc: Location, m: Manifest) -> None:
     """Delete every cache file the manifest ``m`` does not name."""
     keep = {
         MANIFEST,
+        m.hashes_file,
         m.lexical_file,
         m.crumbs_file,
         m.lexical_stats_file,
@@ -340,5 +342,5 @@ def drop_stale_files(loc: Location, m: Manifest) -> None:
         m.vocab_vectors_file,
     }
     for name in loc.names():
-        if name.startswith(("lexical_", "vocab_")) and name not in keep:
+        if name.startswith(("lexical_", "vocab_", "hashes_")) and name not in keep:
             loc.delete(name)

@@ -31,6 +31,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from engine.config import EngineConfig
+from engine.hash_tables import FileHashes, NodeHashes, base_payload
 from engine.index_caches import (
     DeltaCounts,
     caches_present,
@@ -212,7 +213,7 @@ def commit_build(
     hashes: Mapping[str, Sequence[str]],
     lexical: LexicalCounts | DeltaCounts,
     summaries: Mapping[str, str],
-    files: dict[str, str],
+    files: Mapping[str, str],
     old: Manifest | None,
     *,
     full: bool,
@@ -244,6 +245,7 @@ def commit_build(
         files_ = write_delta_caches(loc, build_id, old, lexical, embedder, progress)
     else:
         files_ = write_caches(loc, build_id, lexical, embedder, prev, progress)
+    nodes, file_table = _hash_tables(loc, build_id, hashes, files, None if full else old)
     now = now_stamp()
     manifest = Manifest(
         table=table_name,
@@ -251,8 +253,8 @@ def commit_build(
         signature=sig.to_dict(),
         tokenizer=cfg.lexical.tokenizer_spec,
         content_chars=cfg.index.content_chars,
-        nodes=dict(hashes),
-        kb_fingerprint=fingerprint(hashes),
+        nodes=nodes,
+        kb_fingerprint=fingerprint(nodes),
         created_at=now if full or old is None else old.created_at,
         updated_at=now,
         build_id=build_id,
@@ -263,7 +265,7 @@ def commit_build(
         vocab_terms_file=files_.vocab_terms,
         vocab_vectors_file=files_.vocab_vectors,
         summaries=dict(summaries),
-        files=files,
+        files=file_table,
         hash_context=hash_context(cfg, summaries),
         title_terms=None,  # in the stats file and the delta
         vector_index=vector_index,
@@ -271,6 +273,25 @@ def commit_build(
     write_manifest(loc, manifest)  # the switch: atomic
     drop_stale_files(loc, manifest)
     return version
+
+
+def _hash_tables(
+    loc: Location,
+    build_id: str,
+    hashes: Mapping[str, Sequence[str]],
+    files: Mapping[str, str],
+    old: Manifest | None,
+) -> tuple[NodeHashes, FileHashes]:
+    """The node and file hashes as the manifest keeps them: changes against ``old``'s base
+    file, or (a full build, many changes, an older manifest) a new base file."""
+    nodes = NodeHashes.of(hashes)
+    prev = FileHashes.of(old.files) if old is not None else FileHashes.of({})
+    table = prev.updated(prev.diff(files)) if prev.base_file else FileHashes.of(files)
+    if nodes.needs_base() or table.needs_base() or nodes.base_file != table.base_file:
+        name = f"hashes_{build_id}.json"
+        nodes, table = nodes.rebased(name), table.rebased(name)
+        loc.write_bytes(name, base_payload(nodes, table))
+    return nodes, table
 
 
 @dataclass
@@ -365,9 +386,10 @@ class _Build:
         r.unchanged = len(self.kb.nodes) - len(plan.added) - len(plan.changed)
         if plan.empty and caches_present(self.loc, old):
             current = old
-            files = file_hashes(self.kb)
-            if old.files != files:  # touched files, same chapters: remember them
-                current = replace(current, files=files, updated_at=now_stamp())
+            files = FileHashes.of(old.files)
+            touched = files.diff(file_hashes(self.kb))
+            if touched:  # touched files, same chapters: remember them
+                current = replace(current, files=files.updated(touched), updated_at=now_stamp())
             n_rows = len(old.nodes)
             if not old.vector_index and 0 < ann_min_rows <= n_rows:
                 # The threshold was lowered (or turned on) for a KB that did not change.

@@ -9,7 +9,7 @@ names, so a build in progress never shows.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 
 from engine.errors import EngineError, IndexMissingError
+from engine.hash_tables import FileHashes, NodeHashes, read_base, with_changes
 from engine.store import Location
 from engine.types import EmbedderSignature
 
@@ -34,7 +35,8 @@ class Manifest:
     signature: dict[str, Any]  # EmbedderSignature.to_dict()
     tokenizer: str
     content_chars: int
-    nodes: dict[str, Sequence[str]]  # node_id -> [embed hash, row hash]
+    # node_id -> [embed hash, row hash]; saved as a base file + changes (engine/hash_tables.py)
+    nodes: Mapping[str, Sequence[str]]
     kb_fingerprint: str
     created_at: str
     updated_at: str
@@ -55,7 +57,7 @@ class Manifest:
     # nodes' hashes are reused while it is unchanged and ``hash_context`` holds), and how
     # many rows give each title/keyword term (the vocabulary keeps those terms; an index
     # with ``lexical_stats_file`` keeps them there and in the delta instead: None here).
-    files: dict[str, str] = field(default_factory=dict)
+    files: Mapping[str, str] = field(default_factory=dict)
     hash_context: str = ""
     title_terms: dict[str, int] | None = None
     vector_index: str = ""  # the approximate vector index ("" = exact search in memory)
@@ -73,17 +75,58 @@ class Manifest:
     def to_json(self) -> str:
         return self.to_json_bytes().decode("utf-8")
 
+    @property
+    def hashes_file(self) -> str:
+        """The base file of the node and file hashes ("" when the manifest holds them)."""
+        nodes = self.nodes
+        return nodes.base_file if isinstance(nodes, NodeHashes) else ""
+
     def to_json_bytes(self) -> bytes:
         # Not asdict(): it deep-copies every node's hash pair. orjson, not json: at 100k
         # nodes json took 0.6 s to write and as long to read, once per update each.
         data = {f.name: getattr(self, f.name) for f in fields(self)}
+        nodes, files = self.nodes, self.files
+        base = self.hashes_file
+        if base and isinstance(files, FileHashes) and files.base_file == base:
+            assert isinstance(nodes, NodeHashes)  # hashes_file says so
+            del data["nodes"], data["files"]
+            data |= {
+                "hashes_file": base,
+                "nodes_changed": nodes.changed,
+                "nodes_removed": sorted(nodes.removed),
+                "files_changed": files.changed,
+                "files_removed": sorted(files.removed),
+            }
+        else:  # written whole, as before the base files
+            data["nodes"] = {k: list(v) for k, v in nodes.items()}
+            data["files"] = dict(files)
         return orjson.dumps(data, option=orjson.OPT_SORT_KEYS)
 
     @classmethod
-    def from_json(cls, text: str | bytes) -> Manifest:
+    def from_json(
+        cls, text: str | bytes, read: Callable[[str], bytes | None] | None = None
+    ) -> Manifest:
+        """The manifest in ``text``; ``read(name)`` gives the hashes base file it names."""
         data = orjson.loads(text)
         if not isinstance(data, dict):
             raise TypeError(f"expected a JSON object, got {type(data).__name__}")
+        base = data.pop("hashes_file", "")
+        if base:
+            payload = read(base) if read is not None else None
+            if payload is None:
+                raise ValueError(f"{base}, which holds the node hashes, is missing")
+            nodes, files = read_base(payload, base)
+            data["nodes"], data["files"] = with_changes(
+                nodes,
+                files,
+                data.pop("nodes_changed", {}),
+                data.pop("nodes_removed", []),
+                data.pop("files_changed", {}),
+                data.pop("files_removed", []),
+            )
+        else:  # a manifest written before the base files: every hash inline
+            data["nodes"] = NodeHashes.of(data.get("nodes") or {})
+            data["files"] = FileHashes.of(data.get("files") or {})
         known = {f for f in cls.__dataclass_fields__}
         return cls(**{k: v for k, v in data.items() if k in known})
 
@@ -94,8 +137,8 @@ def read_manifest(loc: Location) -> Manifest | None:
     if data is None:
         return None
     try:
-        return Manifest.from_json(data)
-    except (ValueError, TypeError) as exc:
+        return Manifest.from_json(data, loc.read_bytes)
+    except (ValueError, TypeError, KeyError) as exc:
         raise EngineError(
             f"{loc.uri}/{MANIFEST} is unreadable ({exc}); rebuild with `wikirag index --force`"
         ) from exc

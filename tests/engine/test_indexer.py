@@ -48,6 +48,7 @@ def test_first_build_is_full_and_writes_manifest_and_caches(kb_dir: Path, tmp_pa
     files = Location(str(tmp_path / "idx")).names()
     assert set(files) == {
         MANIFEST,
+        m.hashes_file,
         m.lexical_file,
         m.crumbs_file,
         m.lexical_stats_file,
@@ -231,7 +232,10 @@ def test_manifest_is_valid_json_with_hash_pairs(kb_dir: Path, tmp_path: Path) ->
     idx = tmp_path / "idx"
     _build(kb_dir, idx)
     data = json.loads((idx / MANIFEST).read_text())
-    assert all(len(v) == 2 for v in data["nodes"].values())
+    assert "nodes" not in data and data["nodes_changed"] == {} and data["nodes_removed"] == []
+    base = json.loads((idx / data["hashes_file"]).read_text())
+    assert len(base["nodes"]["ids"]) == len(base["nodes"]["embed"]) == N_NODES
+    assert all(isinstance(h, str) and h for h in base["nodes"]["embed"] + base["nodes"]["row"])
     assert data["format"] == 1 and data["kb_fingerprint"]
 
 
@@ -453,8 +457,14 @@ def test_an_update_writes_a_delta_and_keeps_the_base(kb_dir: Path, tmp_path: Pat
         )
         assert (idx / m.lexical_file).read_bytes() == base_bytes
         assert m.lexical_delta_file and m.lexical_delta_file != first.lexical_delta_file
+        # The manifest records the changed node hashes, not all of them.
+        data = json.loads((idx / MANIFEST).read_text())
+        assert data["hashes_file"] == first.hashes_file and "nodes" not in data
+        assert list(data["nodes_changed"]) == ["retrieval/rerank#重排/延迟"]
+        assert list(data["files_changed"]) == ["retrieval/rerank.md"]
         assert set(loc.names()) == {
             MANIFEST,
+            first.hashes_file,  # the node hashes' base stays too: the manifest has the change
             m.lexical_file,
             m.crumbs_file,
             m.lexical_stats_file,
@@ -556,18 +566,17 @@ def test_an_index_without_the_stats_file_is_updated_from_its_manifest_title_term
     loc = Location(str(idx))
     m = read_manifest(loc)
     titles = current_title_terms(loc, m)
-    old = replace(m, title_terms=titles, lexical_stats_file="")
-    loc.delete(m.lexical_stats_file)
-    loc.write_text(
-        MANIFEST,
-        json.dumps(
-            {
-                k: v
-                for k, v in json.loads(old.to_json()).items()
-                if k not in ("lexical_stats_file", "lexical_delta_file")
-            }
-        ),
-    )
+    data = json.loads(replace(m, title_terms=titles).to_json())
+    for key in ("lexical_stats_file", "lexical_delta_file", "hashes_file"):
+        data.pop(key)
+    for key in ("nodes_changed", "nodes_removed", "files_changed", "files_removed"):
+        data.pop(key)
+    data["nodes"] = {k: list(v) for k, v in m.nodes.items()}  # inline, as it was
+    data["files"] = dict(m.files)
+    for name in (m.lexical_stats_file, m.hashes_file):
+        loc.delete(name)
+    loc.write_text(MANIFEST, json.dumps(data))
+    assert read_manifest(loc).nodes == m.nodes
     assert Engine.from_kb(parse_kb(kb_dir), str(idx), HASH_CFG, embedder=CountingEmbedder())
     recounted: list[str] = []
     real = indexer.lexical_from_table
@@ -579,4 +588,5 @@ def test_an_index_without_the_stats_file_is_updated_from_its_manifest_title_term
         _assert_same_index(_index_contents(idx), _index_contents(tmp_path / f"fresh{n}"))
     m2 = read_manifest(loc)
     assert m2.lexical_stats_file and m2.lexical_delta_file and m2.title_terms is None
+    assert m2.hashes_file and m2.hashes_file in loc.names()
     assert recounted == []
