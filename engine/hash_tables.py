@@ -12,7 +12,7 @@ base + changes; ``updated`` returns a new one.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
 import orjson
@@ -58,6 +58,26 @@ class _Packed(Mapping[str, V], Generic[V]):
         if key in self.removed:
             raise KeyError(key)
         return self._value(self._base_index()[key])
+
+    def get(self, key: str, default: Any = None) -> Any:
+        hit = self.changed.get(key)
+        if hit is not None:
+            return hit
+        if key in self.removed:
+            return default
+        i = (self._index if self._index is not None else self._base_index()).get(key)
+        return default if i is None else self._value(i)
+
+    def as_dict(self) -> dict[str, V]:
+        """A plain dict of every entry (built in C from the base columns)."""
+        out = dict(zip(self._keys, self._base_values(), strict=True))
+        for k in self.removed:
+            del out[k]
+        out.update(self.changed)
+        return out
+
+    def _base_values(self) -> Iterable[V]:
+        raise NotImplementedError
 
     def __contains__(self, key: object) -> bool:
         if key in self.changed:
@@ -114,8 +134,9 @@ class _Packed(Mapping[str, V], Generic[V]):
 
     def diff(self, to: Mapping[str, V]) -> dict[str, V | None]:
         """The changes that make these entries equal ``to``."""
-        out: dict[str, V | None] = {k: v for k, v in to.items() if self.get(k) != v}
-        for k in self.key_set() - to.keys():
+        now = self.as_dict()
+        out: dict[str, V | None] = {k: v for k, v in to.items() if now.get(k) != v}
+        for k in now.keys() - to.keys():
             out[k] = None
         return out
 
@@ -127,6 +148,9 @@ class NodeHashes(_Packed[tuple[str, str]]):
 
     def _value(self, i: int) -> tuple[str, str]:
         return self._columns[0][i], self._columns[1][i]
+
+    def _base_values(self) -> Iterable[tuple[str, str]]:
+        return zip(self._columns[0], self._columns[1], strict=True)
 
     def _with(
         self, base_file: str, changed: dict[str, tuple[str, str]], removed: frozenset[str]
@@ -185,6 +209,9 @@ class FileHashes(_Packed[str]):
 
     def _value(self, i: int) -> str:
         return self._columns[0][i]
+
+    def _base_values(self) -> Iterable[str]:
+        return self._columns[0]
 
     @classmethod
     def of(cls, files: Mapping[str, str]) -> FileHashes:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.config import EngineConfig
-from engine.hash_tables import NodeHashes
+from engine.hash_tables import FileHashes, NodeHashes
 from engine.manifest import Manifest
 from engine.rows import TEXT_LAYOUT, node_hashes
 from engine.tree import KnowledgeBase
@@ -97,7 +97,11 @@ def plan_update(
     these changes, engine/hash_tables.py: nothing is copied per node).
     """
     prev = NodeHashes.of(old.nodes)
-    seen = old.files if old.hash_context == hash_context(cfg, summaries) else {}
+    seen = (
+        FileHashes.of(old.files).as_dict()
+        if old.hash_context == hash_context(cfg, summaries)
+        else {}
+    )
     prev_keys = prev.key_set()
     unknown = kb.nodes.keys() - prev_keys  # set operations run in C, not per node here
     added: list[str] = []
@@ -118,7 +122,9 @@ def plan_update(
             elif p[0] != h[0] or p[1] != h[1]:
                 changed.append(n.node_id)
             changes[n.node_id] = h
-    removed = sorted(prev_keys.difference(kb.nodes))
+    # Every old node still in the KB: nothing removed (the usual case; no set difference).
+    kept = len(kb.nodes) - len(unknown)
+    removed = sorted(prev_keys.difference(kb.nodes)) if kept != len(prev_keys) else []
     for nid in removed:
         changes[nid] = None
     return UpdatePlan(prev.updated(changes), added, changed, removed)
