@@ -89,7 +89,7 @@ class Document:
 class DocumentSource(Protocol):
     """Where ``parse_kb`` gets documents of unchanged files (see engine/parse_cache.py)."""
 
-    def document(self, path: Path, rel_path: str) -> Document: ...
+    def document(self, path: str | Path, rel_path: str) -> Document: ...
 
     def keep_only(self, rel_paths: set[str]) -> None: ...
 
@@ -103,10 +103,7 @@ class KnowledgeBase:
     problems: tuple[Problem, ...] = ()
 
     def __post_init__(self) -> None:
-        index: dict[str, Node] = {}
-        for doc in self.documents:
-            for node in doc.nodes:
-                index[node.node_id] = node
+        index = {node.node_id: node for doc in self.documents for node in doc.nodes}
         object.__setattr__(self, "_index", index)
 
     @property

@@ -10,6 +10,7 @@ The cache lives in memory (a long-running engine) and can be saved to a file (th
 from __future__ import annotations
 
 import contextlib
+import os
 import pickle
 import time
 from dataclasses import dataclass
@@ -43,9 +44,9 @@ class ParseCache:
     def reset_counts(self) -> None:
         self.parsed = self.reused = 0
 
-    def document(self, path: Path, rel_path: str) -> Document:
+    def document(self, path: str | Path, rel_path: str) -> Document:
         """The document of ``path`` (parsed only if the file changed). Raises OSError."""
-        st = path.stat()
+        st = os.stat(path)
         hit = self.entries.get(rel_path)
         now = time.time_ns()
         if (
@@ -56,7 +57,7 @@ class ParseCache:
         ):
             self.reused += 1
             return hit.doc
-        data = path.read_bytes()
+        data = Path(path).read_bytes()
         if hit is not None and hit.doc.source_hash == source_hash(data):
             doc = hit.doc
             self.reused += 1
