@@ -114,7 +114,7 @@ class Manifest:
         if base:
             payload = read(base) if read is not None else None
             if payload is None:
-                raise ValueError(f"{base}, which holds the node hashes, is missing")
+                raise MissingBaseError(f"{base}, which holds the node hashes, is missing")
             nodes, files = read_base(payload, base)
             data["nodes"], data["files"] = with_changes(
                 nodes,
@@ -131,12 +131,26 @@ class Manifest:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
+class MissingBaseError(ValueError):
+    """The hashes base file a manifest names is gone."""
+
+
 def read_manifest(loc: Location) -> Manifest | None:
     """The manifest at ``loc`` (None when there is no index yet)."""
     data = loc.read_bytes(MANIFEST)
     if data is None:
         return None
     try:
+        for _ in range(3):
+            try:
+                return Manifest.from_json(data, loc.read_bytes)
+            except MissingBaseError:
+                # A build switched the manifest and dropped the old base between our two
+                # reads: read the new manifest (the same bytes again: really missing).
+                again = loc.read_bytes(MANIFEST)
+                if again is None or again == data:
+                    raise
+                data = again
         return Manifest.from_json(data, loc.read_bytes)
     except (ValueError, TypeError, KeyError) as exc:
         raise EngineError(

@@ -590,3 +590,14 @@ def test_an_index_without_the_stats_file_is_updated_from_its_manifest_title_term
     assert m2.lexical_stats_file and m2.lexical_delta_file and m2.title_terms is None
     assert m2.hashes_file and m2.hashes_file in loc.names()
     assert recounted == []
+
+
+def test_a_manifest_whose_hashes_file_is_gone_says_how_to_fix(kb_dir: Path, tmp_path: Path) -> None:
+    from engine.errors import EngineError
+
+    idx = tmp_path / "idx"
+    _build(kb_dir, idx)
+    loc = Location(str(idx))
+    loc.delete(read_manifest(loc).hashes_file)
+    with pytest.raises(EngineError, match=r"is missing.*wikirag index --force"):
+        read_manifest(loc)
