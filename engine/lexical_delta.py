@@ -13,6 +13,7 @@ All pure, in memory; engine/index_caches.py reads and writes the files.
 
 from __future__ import annotations
 
+import bisect
 import io
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -37,7 +38,7 @@ COMPACT_MIN_ROWS = 500
 class BaseStats:
     """What the vocabulary needs of the base: its terms, their df, the title terms."""
 
-    terms: list[str]  # the base matrix's term list (same order)
+    terms: list[str]  # every term of the base, sorted (found by bisection, not a dict)
     df: np.ndarray  # int64, documents of the base holding each term
     title_terms: dict[str, int]  # term -> base rows whose title/keywords give it
 
@@ -63,7 +64,9 @@ class CountsDelta:
 def stats_of(lexical: LexicalCounts) -> BaseStats:
     """The base statistics of full counts."""
     df = np.bincount(lexical.counts.indices, minlength=len(lexical.terms)).astype(np.int64)
-    return BaseStats(list(lexical.terms), df, dict(lexical.title_terms))
+    order = sorted(range(len(lexical.terms)), key=lexical.terms.__getitem__)
+    terms = [lexical.terms[i] for i in order]
+    return BaseStats(terms, df[np.array(order, dtype=np.int64)], dict(lexical.title_terms))
 
 
 def empty_delta() -> CountsDelta:
@@ -133,9 +136,13 @@ def _added(a: Mapping[str, int], b: Mapping[str, int], sign: int) -> dict[str, i
 
 def current_df(stats: BaseStats, delta: CountsDelta) -> tuple[list[str], np.ndarray]:
     """(terms, document frequencies) of base + delta; terms no row holds have df 0."""
-    wanted = set(delta.gone_df).union(delta.terms)
-    index = {t: i for i, t in enumerate(stats.terms) if t in wanted}
-    terms = list(stats.terms)
+    base = stats.terms
+    index: dict[str, int] = {}
+    for t in set(delta.gone_df).union(delta.terms):  # the few terms the delta touches
+        at = bisect.bisect_left(base, t)
+        if at < len(base) and base[at] == t:
+            index[t] = at
+    terms = list(base)
     df = stats.df.astype(np.int64, copy=True)
     for t, n in delta.gone_df.items():
         i = index.get(t)
@@ -182,6 +189,7 @@ def merged(base: LexicalCounts, stats: BaseStats, delta: CountsDelta) -> Lexical
 def stats_payload(stats: BaseStats) -> bytes:
     return _npz(
         terms=_json(stats.terms),
+        sorted=np.ones(1, dtype=np.int8),
         df=np.asarray(stats.df, dtype=np.int64),
         title_terms=_json(stats.title_terms),
     )
@@ -189,7 +197,12 @@ def stats_payload(stats: BaseStats) -> bytes:
 
 def read_stats_payload(payload: bytes) -> BaseStats:
     z = np.load(io.BytesIO(payload))
-    return BaseStats(_unjson(z["terms"]), z["df"].astype(np.int64), _unjson(z["title_terms"]))
+    terms: list[str] = _unjson(z["terms"])
+    df = z["df"].astype(np.int64)
+    if "sorted" not in z.files:  # written before the terms were kept sorted
+        order = sorted(range(len(terms)), key=terms.__getitem__)
+        terms, df = [terms[i] for i in order], df[np.array(order, dtype=np.int64)]
+    return BaseStats(terms, df, _unjson(z["title_terms"]))
 
 
 def delta_payload(delta: CountsDelta) -> bytes:

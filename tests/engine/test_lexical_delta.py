@@ -4,6 +4,7 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
+import orjson
 import pytest
 
 from engine.lexical_delta import (
@@ -155,3 +156,26 @@ def test_compaction_threshold_is_a_share_of_the_rows() -> None:
         ["a"] * (ld.COMPACT_MIN_ROWS + 1), [], small.counts, [], small.counts, [], {}, {}
     )
     assert needs_compaction(big, 1000) and not needs_compaction(big, 1_000_000)
+
+
+def test_stats_keep_their_terms_sorted_and_unsorted_files_still_read(tmp_path: Path) -> None:
+    import io
+
+    kb0 = parse_kb(write_kb(tmp_path / "kb"))
+    base = _full(kb0)
+    stats = stats_of(base)
+    assert stats.terms == sorted(base.terms)
+    want = dict(zip(base.terms, np.bincount(base.counts.indices).tolist(), strict=True))
+    assert dict(zip(stats.terms, stats.df.tolist(), strict=True)) == want
+    # A stats file in the base's own term order (no "sorted" flag) reads sorted.
+    buf = io.BytesIO()
+    z = np.load(io.BytesIO(stats_payload(stats)))
+    rev = list(reversed(range(len(stats.terms))))
+    np.savez(
+        buf,
+        terms=np.frombuffer(orjson.dumps([stats.terms[i] for i in rev]), np.uint8),
+        df=stats.df[rev],
+        title_terms=z["title_terms"],
+    )
+    back = read_stats_payload(buf.getvalue())
+    assert back.terms == stats.terms and back.df.tolist() == stats.df.tolist()
