@@ -99,23 +99,28 @@ def stored_terms(
 def load_counts(loc: Location, old: Manifest) -> LexicalCounts | None:
     """The counts ``old``'s build saved, base and delta merged (None when its caches
     cannot serve an update)."""
-    state = load_delta_state(loc, old) if old.lexical_stats_file else None
-    if state is None and (old.lexical_stats_file or old.title_terms is None):
+    out = current_counts(loc, old)
+    return out if out is not None and len(out.ids) == len(old.nodes) else None
+
+
+def current_counts(loc: Location, m: Manifest) -> LexicalCounts | None:
+    """The counts ``m`` names, base and delta merged (None when missing or unreadable).
+    Needs no node hashes: a serving snapshot's header-only manifest will do."""
+    state = load_delta_state(loc, m) if m.lexical_stats_file else None
+    if state is None and (m.lexical_stats_file or m.title_terms is None):
         return None
-    base = load_base(loc, old)
+    base = load_base(loc, m)
     if base is None:
         return None
     if state is None:
-        assert old.title_terms is not None  # checked above; for the type checker
-        out = LexicalCounts(
-            base.ids, base.counts, base.terms, old.title_terms, base.crumb_counts, base.crumb_terms
+        assert m.title_terms is not None  # checked above; for the type checker
+        return LexicalCounts(
+            base.ids, base.counts, base.terms, m.title_terms, base.crumb_counts, base.crumb_terms
         )
-    else:
-        try:
-            out = merged(base, *state)
-        except ValueError:
-            return None
-    return out if len(out.ids) == len(old.nodes) else None
+    try:
+        return merged(base, *state)
+    except ValueError:
+        return None
 
 
 def load_base(loc: Location, m: Manifest) -> LexicalCounts | None:

@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from engine.config import LexicalConfig
 from engine.expansion import Vocabulary
-from engine.index_caches import load_counts
+from engine.index_caches import current_counts
 from engine.indexer import Manifest, split_lexical_payload
 from engine.lexical import (
     BM25Index,
@@ -292,7 +292,7 @@ def _unit_vectors(tbl: Any, ids: list[str]) -> np.ndarray:
 
 def _load_lexical(loc: Location, m: Manifest, ids: list[str], tbl: Any) -> SparseBM25:
     if m.lexical_delta_file:  # the base with the rows changed since merged in
-        full = load_counts(loc, m)
+        full = current_counts(loc, m)
         if full is not None and full.ids == ids:
             title = aligned(full.crumb_counts, full.crumb_terms, full.terms)
             return SparseBM25(counts=full.counts, terms=full.terms, title_counts=title)

@@ -601,3 +601,25 @@ def test_a_manifest_whose_hashes_file_is_gone_says_how_to_fix(kb_dir: Path, tmp_
     loc.delete(read_manifest(loc).hashes_file)
     with pytest.raises(EngineError, match=r"is missing.*wikirag index --force"):
         read_manifest(loc)
+
+
+def test_a_serving_engine_reads_base_plus_delta_without_recounting(
+    kb_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import engine.snapshot as snapshot
+
+    idx = tmp_path / "idx"
+    _build(kb_dir, idx)
+    p = kb_dir / "retrieval/rerank.md"
+    p.write_text(p.read_text() + "\n补充：蒸馏小模型可降低延迟。\n", "utf-8")
+    _build(kb_dir, idx)
+    assert read_manifest(Location(str(idx))).lexical_delta_file
+    got: list = []
+    real = snapshot.current_counts
+    monkeypatch.setattr(snapshot, "current_counts", lambda *a: got.append(real(*a)) or got[-1])
+    eng = Engine.from_kb(parse_kb(kb_dir), str(idx), HASH_CFG, embedder=CountingEmbedder())
+    snap = eng._shared.current().snapshot
+    assert snap.manifest.nodes == {}  # the snapshot keeps the manifest's header only
+    assert len(got) == 1 and got[0] is not None and got[0].ids == snap.ids
+    hits = eng.search("蒸馏", mode="keyword").results
+    assert hits and hits[0].node_id == "retrieval/rerank#重排/延迟"
