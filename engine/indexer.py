@@ -15,7 +15,9 @@ writers can work on the side:
 
 After the rows, the BM25 term counts (engine/term_counts.py) and the expansion vocabulary
 are saved beside the table under names unique to the build (engine/index_caches.py), then
-the manifest switch makes them current together.
+the manifest switch makes them current together. An update saves only what changed since
+the last full save: a delta of the counts (engine/lexical_delta.py) and the changed node
+and file hashes (engine/hash_tables.py); past a share of the rows it saves them whole.
 
 This module orchestrates; the names callers used to import from it are re-exported.
 """

@@ -1,9 +1,11 @@
 """``manifest.json``: what an index folder holds now, read and written as one JSON object.
 
 The manifest names the current table *and version*, the embedder signature, one hash pair
-per node, every indexed file's source hash and the cache files of that exact build.
-Writing it (atomically) is the switch-over of every build; readers load exactly what it
-names, so a build in progress never shows.
+per node, every indexed file's source hash and the cache files of that exact build. The
+hashes live in a base file it names plus the entries changed since (engine/hash_tables.py),
+so an update writes a manifest in proportion to its change. Writing it (atomically, last)
+is the switch-over of every build; readers load exactly what it names, so a build in
+progress never shows.
 """
 
 from __future__ import annotations
