@@ -10,9 +10,19 @@ import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
+    with atomic_writer(path) as fh:
+        fh.write(data)
+
+
+@contextlib.contextmanager
+def atomic_writer(path: Path) -> Iterator[BinaryIO]:
+    """A binary file to write ``path`` through: it replaces ``path`` only when the block
+    ends without an error. For payloads written piece by piece (an index's BM25 counts,
+    ~0.5 GB at 1M chapters), so they are never held whole in memory."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -20,7 +30,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         # mkstemp creates 0600; keep the old file's mode, else what the umask allows.
         os.fchmod(fd, _mode_for(path))
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            yield fh
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)

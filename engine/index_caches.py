@@ -39,7 +39,7 @@ from engine.lexical_delta import (
 )
 from engine.manifest import MANIFEST, Manifest
 from engine.rows import title_terms_of
-from engine.sparse_counts import counts_payload, read_counts_payload
+from engine.sparse_counts import counts_payload, read_counts_payload, write_counts_payload
 from engine.store import Location, Store, sql_str
 from engine.term_counts import LexicalCounts, aligned
 from engine.types import Embedder, ProgressFn
@@ -224,8 +224,9 @@ def write_caches(
     counts; ``prev``'s vocabulary vectors are reused where its terms are)."""
     title = aligned(lexical.crumb_counts, lexical.crumb_terms, lexical.terms)
     lexical_file = f"lexical_{build_id}.npz"
-    payload = counts_payload(lexical.counts, lexical.terms, title)
-    loc.write_bytes(lexical_file, _with_ids(payload, lexical.ids))
+    with loc.writer(lexical_file) as fh:  # streamed: the payload is ~0.5 GB at 1M chapters
+        fh.write(ids_line(lexical.ids))
+        write_counts_payload(fh, lexical.counts, lexical.terms, title)
     crumbs_file = f"lexical_{build_id}.crumbs.npz"
     loc.write_bytes(crumbs_file, counts_payload(lexical.crumb_counts, lexical.crumb_terms))
     stats = stats_of(lexical)
@@ -320,9 +321,10 @@ def caches_present(loc: Location, m: Manifest) -> bool:
     return all(name in have for name in names if name)
 
 
-def _with_ids(npz_payload: bytes, ids: list[str]) -> bytes:
-    """Prefix the BM25 payload with the row ids it is aligned to (one JSON line)."""
-    return orjson.dumps(ids) + b"\n" + npz_payload
+def ids_line(ids: list[str]) -> bytes:
+    """The first line of a ``lexical_<build>.npz`` file: the row ids its counts are aligned
+    to (JSON); the .npz payload follows."""
+    return orjson.dumps(ids) + b"\n"
 
 
 def split_lexical_payload(payload: bytes) -> tuple[list[str], int]:

@@ -15,14 +15,14 @@ import math
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 from urllib.parse import urlparse
 
 import lancedb
 import numpy as np
 import pyarrow as pa
 
-from engine.atomic import atomic_write_bytes
+from engine.atomic import atomic_write_bytes, atomic_writer
 from engine.errors import EngineError
 
 TABLE_PREFIX = "chapters_"
@@ -109,6 +109,17 @@ class Location:
                 return fh.read()  # type: ignore[no-any-return]
         except (FileNotFoundError, OSError):
             return None
+
+    @contextlib.contextmanager
+    def writer(self, name: str) -> Iterator[BinaryIO]:
+        """Write ``name`` piece by piece: atomically in a folder (engine/atomic.py), as one
+        new object on an object store (a PUT replaces the object as a whole)."""
+        if self._dir is not None:
+            with atomic_writer(self._dir / name) as fh:
+                yield fh
+            return
+        with self._fs.open_output_stream(f"{self._root}/{name}") as out:
+            yield out
 
     def read_text(self, name: str) -> str | None:
         data = self.read_bytes(name)

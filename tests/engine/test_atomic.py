@@ -52,3 +52,19 @@ def test_concurrent_appends_from_processes_keep_every_line(tmp_path: Path) -> No
         proc.join(60)
     lines = p.read_text().splitlines()
     assert sorted(lines) == sorted([f"{t}{i}" for t in "ab" for i in range(40)])
+
+
+def test_writer_replaces_the_file_only_when_the_block_ends_cleanly(tmp_path: Path) -> None:
+    from engine.atomic import atomic_writer
+
+    p = tmp_path / "counts.npz"
+    p.write_bytes(b"old")
+    with pytest.raises(RuntimeError), atomic_writer(p) as fh:
+        fh.write(b"half of a new")
+        raise RuntimeError("crash mid-write")
+    assert p.read_bytes() == b"old"
+    assert [q.name for q in tmp_path.iterdir()] == ["counts.npz"]  # no temp file left
+    with atomic_writer(p) as fh:
+        fh.write(b"new, ")
+        fh.write(b"in pieces")
+    assert p.read_bytes() == b"new, in pieces"

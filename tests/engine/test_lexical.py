@@ -3,6 +3,7 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -432,3 +433,16 @@ def test_counts_read_from_an_offset_equal_the_plain_payload() -> None:
     assert (back.counts != bm.counts).nnz == 0
     for q in QUERIES:
         assert np.array_equal(back.get_scores(tokenize(q)), bm.get_scores(tokenize(q)))
+
+
+def test_counts_written_to_a_file_equal_the_in_memory_payload(tmp_path: Path) -> None:
+    # The index writes its BM25 counts streamed into the file (not built as bytes first).
+    from engine.sparse_counts import counts_payload, read_counts_payload, write_counts_payload
+
+    bm = SparseBM25([tokenize(t) for t in CORPUS], title_tokens=[tokenize(t[:4]) for t in CORPUS])
+    with open(tmp_path / "c.npz", "wb") as fh:
+        write_counts_payload(fh, bm.counts, bm.terms, bm.title_counts)
+    streamed = read_counts_payload((tmp_path / "c.npz").read_bytes())
+    in_memory = read_counts_payload(counts_payload(bm.counts, bm.terms, bm.title_counts))
+    assert streamed[1] == in_memory[1] == bm.terms
+    assert (streamed[0] != in_memory[0]).nnz == 0 and (streamed[2] != bm.title_counts).nnz == 0
