@@ -188,6 +188,9 @@ def test_chat_answers_in_chromium(server: str, browser) -> None:
         box.fill("父子块检索的数据结构是什么？")
         box.press("Enter")
         page.locator('[data-testid="stChatMessage"]').nth(1).wait_for(timeout=90_000)
+        # Wait for the answer's citation itself: under load the status widget can detach
+        # between reruns while the answer is still being drawn (seen on a loaded CI run).
+        page.wait_for_function("() => document.body.innerText.includes('[1]')", timeout=90_000)
         page.locator('[data-testid="stStatusWidget"]').wait_for(state="detached", timeout=90_000)
         page.wait_for_timeout(500)
         page.screenshot(path=str(SHOTS / "chat-answer.png"), full_page=True)
