@@ -105,15 +105,21 @@ def llm_status(cfg: EngineConfig) -> str:
     return f":violet-badge[LLM] :small[`{s.model}`]"
 
 
-def progress_callback(label: str) -> tuple[Callable[..., None], Any]:
-    """A progress bar and a ``progress(done, total, what)`` callback that moves it."""
+@contextmanager
+def progress_bar(label: str) -> Iterator[Callable[..., None]]:
+    """A progress bar and the ``progress(done, total, what)`` callback that moves it; the
+    bar is removed when the block ends, also when the work in it fails (the error is then
+    shown without a bar frozen part way beside it)."""
     bar = st.progress(0.0, text=label)
 
     def update(done: int, total: int, what: str = "") -> None:
         frac = min(1.0, done / total) if total else 1.0
         bar.progress(frac, text=f"{label} {done}/{total} {what}".strip())
 
-    return update, bar
+    try:
+        yield update
+    finally:
+        bar.empty()
 
 
 def warn(message: str) -> None:

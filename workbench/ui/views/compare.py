@@ -52,16 +52,15 @@ with ui.guarded(t("Compare & sweep")):
         split = c[0].selectbox(t("Split"), ["all", "tune", "holdout"], key=state.COMPARE_SPLIT)
         if c[1].button(t("Compare"), key=state.COMPARE_RUN, type="primary"):
             configs = [compare.parse_config_spec(s, ws) for s in specs]
-            progress, bar = ui.progress_callback(t("Evaluating"))
-            result = compare.compare_configs(
-                ws,
-                configs,
-                gs,
-                split=split,
-                evaluator_for=lambda c_: resources.evaluator(ws, c_),
-                progress=progress,
-            )
-            bar.empty()
+            with ui.progress_bar(t("Evaluating")) as progress:
+                result = compare.compare_configs(
+                    ws,
+                    configs,
+                    gs,
+                    split=split,
+                    evaluator_for=lambda c_: resources.evaluator(ws, c_),
+                    progress=progress,
+                )
             state.set_compare_result(result)
         result = state.compare_result()
         if result is not None:
@@ -104,17 +103,16 @@ with ui.guarded(t("Compare & sweep")):
             grid = dict([sweep_mod.parse_grid_arg(f"{k1}={v1}")])
             if k2 != "(none)" and v2.strip():
                 grid.update([sweep_mod.parse_grid_arg(f"{k2}={v2}")])
-            progress, bar = ui.progress_callback(t("Sweeping"))
-            res = sweep_mod.sweep(
-                ws,
-                cfg,
-                grid,
-                gs,
-                split=split,
-                progress=progress,
-                evaluator_for=lambda c_: resources.evaluator(ws, c_),
-            )
-            bar.empty()
+            with ui.progress_bar(t("Sweeping")) as progress:
+                res = sweep_mod.sweep(
+                    ws,
+                    cfg,
+                    grid,
+                    gs,
+                    split=split,
+                    progress=progress,
+                    evaluator_for=lambda c_: resources.evaluator(ws, c_),
+                )
             state.set_sweep_result(res)
         res = state.sweep_result()
         if res is not None:

@@ -69,17 +69,16 @@ with ui.guarded(t("Evaluate")):
         if not modes:
             st.warning(t("Pick at least one mode."))
         elif valid is not None and ev is not None:
-            progress, bar = ui.progress_callback(t("Evaluating"))
-            run = ev.run(
-                valid,
-                cfg,
-                modes=modes,
-                rerank=rerank,
-                split=split,
-                progress=progress,
-                kb_name=ws.name,
-            )
-            bar.empty()
+            with ui.progress_bar(t("Evaluating")) as progress:
+                run = ev.run(
+                    valid,
+                    cfg,
+                    modes=modes,
+                    rerank=rerank,
+                    split=split,
+                    progress=progress,
+                    kb_name=ws.name,
+                )
             ev.cache.save()
             path = save_run(run, ws.runs_dir)
             state.show_run(path.stem)

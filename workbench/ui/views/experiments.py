@@ -177,17 +177,16 @@ with ui.guarded(t("Experiments")):
     seed = c.number_input(t("Seed"), 0, 2**31 - 1, 0, key=state.OPTIMIZE_SEED)
     folds = d.number_input(t("Folds"), 2, 20, optimizer.K_FOLDS, key=state.OPTIMIZE_FOLDS)
     if e.button(t("Search"), key=state.OPTIMIZE_SEARCH, type="primary"):
-        progress, bar = ui.progress_callback(t("Searching"))
-        outcome = optimizer.optimize(
-            ws,
-            evaluator_for,
-            trials=int(n_trials),
-            timeout_s=float(timeout) or None,
-            seed=int(seed),
-            k_folds=int(folds),
-            progress=progress,
-        )
-        bar.empty()
+        with ui.progress_bar(t("Searching")) as progress:
+            outcome = optimizer.optimize(
+                ws,
+                evaluator_for,
+                trials=int(n_trials),
+                timeout_s=float(timeout) or None,
+                seed=int(seed),
+                k_folds=int(folds),
+                progress=progress,
+            )
         resources.clear_data()
         if outcome.experiment is not None:
             state.set_experiment_result(outcome.experiment)
@@ -246,12 +245,14 @@ with ui.guarded(t("Experiments")):
         key=state.OPTIMIZE_TIERS,
     )
     if c.button(t("Start"), key=state.OPTIMIZE_RUN, disabled=not tiers):
-        progress, bar = ui.progress_callback(t("Optimizing"))
-        with store.writing("optimize (UI)", ui.warn):  # one writer per KB for the whole run
+        # One writer per KB for the whole run.
+        with (
+            ui.progress_bar(t("Optimizing")) as progress,
+            store.writing("optimize (UI)", ui.warn),
+        ):
             walked = optimize(
                 ws, evaluator_for, budget=int(budget), tiers=set(tiers), progress=progress
             )
-        bar.empty()
         resources.clear_data()
         state.set_optimize_results(walked)
     results = state.optimize_results()

@@ -266,11 +266,10 @@ with ui.guarded(t("Golden set")):
     )
     if st.button(t("Pool candidates"), key=state.GOLDEN_POOL_RUN):
         ev = resources.evaluator(ws, cfg)
-        progress, bar = ui.progress_callback(t("Ranking"))
-        run = ev.run(
-            working, cfg, modes=("hybrid", "keyword", "vector"), rerank=False, progress=progress
-        )
-        bar.empty()
+        with ui.progress_bar(t("Ranking")) as progress:
+            run = ev.run(
+                working, cfg, modes=("hybrid", "keyword", "vector"), rerank=False, progress=progress
+            )
         state.set_golden_pool([c.to_dict() for c in pool_candidates([(label, run)])])
     pool = state.golden_pool()
     if pool is not None:

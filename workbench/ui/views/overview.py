@@ -68,9 +68,8 @@ with ui.guarded(t("Overview")):
         if st.button(t("Re-index now"), key=state.OVERVIEW_REINDEX, type="primary"):
             from engine.indexer import build_index
 
-            progress, bar = ui.progress_callback(t("Indexing"))
-            report = build_index(kb, cfg, str(ws.index), progress=progress)
-            bar.empty()
+            with ui.progress_bar(t("Indexing")) as progress:
+                report = build_index(kb, cfg, str(ws.index), progress=progress)
             resources.forget_engines()
             state.flash(t("Index updated — {summary}", summary=report.summary()))
             st.rerun()

@@ -29,15 +29,14 @@ with ui.guarded(t("Scorecard")):
     )
     card = state.scorecard()
     if recompute or card is None or card.config_hash != cfg.hash:
-        progress, bar = ui.progress_callback(t("Scoring"))
-        card = sc.compute_scorecard(
-            ws,
-            cfg,
-            progress=progress,
-            evaluator_for=evaluator_for,
-            llm_configured=llm_settings(cfg.llm) is not None,
-        )
-        bar.empty()
+        with ui.progress_bar(t("Scoring")) as progress:
+            card = sc.compute_scorecard(
+                ws,
+                cfg,
+                progress=progress,
+                evaluator_for=evaluator_for,
+                llm_configured=llm_settings(cfg.llm) is not None,
+            )
         state.set_scorecard(card)
 
     grade_col, score_col, info = st.columns([1, 1, 3])
