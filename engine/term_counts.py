@@ -51,16 +51,13 @@ class CountsBuilder:
         self.title_terms.update(batch.title_terms)
 
     def result(self) -> LexicalCounts:
-        crumbs = _stacked(self.crumb_parts, len(self.crumb_index))
-        self.crumb_parts = []
-        stacked = _stacked(self.parts, len(self.index))
-        self.parts = []
         order = sorted(range(len(self.ids)), key=self.ids.__getitem__)
-        take = np.array(order, dtype=np.int64)
-        counts = stacked[take]
-        counts.sort_indices()
-        crumbs = crumbs[take]
-        crumbs.sort_indices()
+        row_at = np.empty(len(order), dtype=np.int64)  # KB-order row -> sorted-id row
+        row_at[order] = np.arange(len(order), dtype=np.int64)
+        # Each matrix is written straight into id order, its batch parts released as they
+        # are copied: at 1M chapters stacking and then permuting held two more copies.
+        crumbs = _in_row_order(self.crumb_parts, row_at, len(self.crumb_index))
+        counts = _in_row_order(self.parts, row_at, len(self.index))
         return LexicalCounts(
             ids=[self.ids[i] for i in order],
             counts=counts,
@@ -84,14 +81,41 @@ def _remapped(c: sp.csr_matrix, terms: Sequence[str], index: dict[str, int]) -> 
     col = np.fromiter(
         (index.setdefault(t, len(index)) for t in terms), dtype=np.int64, count=len(terms)
     )
-    return (c.data, col[c.indices] if len(col) else c.indices, c.indptr)
+    # int32 while the term list fits (it always has so far): parts are held for the whole
+    # build, and int64 column numbers made them a third bigger.
+    dtype = np.int32 if len(index) < 2**31 else np.int64
+    return (c.data, col[c.indices].astype(dtype) if len(col) else c.indices, c.indptr)
 
 
-def _stacked(parts: Sequence[_Block], width: int) -> sp.csr_matrix:
-    mats = [sp.csr_matrix((d, i, p), shape=(len(p) - 1, width)) for d, i, p in parts]
-    if not mats:
-        return sp.csr_matrix((0, width), dtype=np.float64)
-    return sp.vstack(mats, format="csr")
+def _in_row_order(parts: list[_Block], row_at: np.ndarray, width: int) -> sp.csr_matrix:
+    """The parts stacked (rows in part order) with row ``r`` moved to ``row_at[r]``; empties
+    ``parts`` as it copies them. Equal to ``vstack(parts)[argsort(row_at)]``, sorted
+    indices, index arrays int32 where they fit (as scipy makes them)."""
+    n = len(row_at)
+    lengths = np.empty(n, dtype=np.int64)
+    lengths[row_at] = np.concatenate([np.diff(p) for _, _, p in parts]) if parts else []
+    nnz = int(lengths.sum())
+    idx = np.int32 if max(nnz, width, n) < 2**31 else np.int64
+    indptr = np.zeros(n + 1, dtype=idx)
+    np.cumsum(lengths, out=indptr[1:])
+    dtype = parts[0][0].dtype if parts else np.float64
+    data = np.empty(nnz, dtype=dtype)
+    indices = np.empty(nnz, dtype=idx)
+    first = 0  # KB-order row of the part's first row
+    parts.reverse()  # pop() from the end = the first part
+    while parts:
+        d, i, p = parts.pop()
+        k = len(p) - 1
+        local = np.repeat(np.arange(k), np.diff(p))  # each stored cell's row in the part
+        dest = indptr[row_at[first : first + k]].astype(np.int64)[local]
+        dest += np.arange(len(d), dtype=np.int64) - p[local]
+        data[dest] = d
+        indices[dest] = i
+        first += k
+        del d, i, p, local, dest
+    out = sp.csr_matrix((data, indices, indptr), shape=(n, width))
+    out.sort_indices()
+    return out
 
 
 def patched(
