@@ -45,6 +45,16 @@ def vm_hwm_mb() -> float:
     return float("nan")
 
 
+def reset_hwm() -> None:
+    """Start this process's ``VmHWM`` afresh (Linux: ``5`` in ``clear_refs``), so the next
+    read is the peak since now; a no-op where the kernel refuses."""
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as fh:
+            fh.write("5")
+    except OSError:
+        pass
+
+
 def _rss_kib(pid: int) -> int:
     try:
         with open(f"/proc/{pid}/status", encoding="ascii") as fh:
@@ -118,6 +128,7 @@ def step_build(args: argparse.Namespace) -> dict[str, Any]:
     cfg = _config(args.set)
     work = Path(args.work)
     stages: dict[str, float] = {}
+    peaks: dict[str, float] = {}  # peak RSS (MB) of this process per stage
     last: dict[str, Any] = {"stage": "", "t": time.perf_counter()}
 
     def progress(done: int, total: int, stage: str) -> None:
@@ -129,6 +140,10 @@ def step_build(args: argparse.Namespace) -> dict[str, Any]:
         if stage != last["stage"]:
             if last["stage"]:
                 stages[last["stage"]] = round(stages.get(last["stage"], 0.0) + now - last["t"], 1)
+            # The exact peak of each stage: read the high-water mark, then start it afresh.
+            name = last["stage"] or "before build"
+            peaks[name] = max(peaks.get(name, 0.0), vm_hwm_mb())
+            reset_hwm()
             last["stage"], last["t"] = stage, now
 
     with TreeRss() as tree:
@@ -136,6 +151,8 @@ def step_build(args: argparse.Namespace) -> dict[str, Any]:
         kb = parse_kb(work / "kb")
         parse_s = time.perf_counter() - t
         rss_parsed = vm_hwm_mb()
+        peaks["parse"] = rss_parsed
+        reset_hwm()
         embedder = make_embedder(cfg.embedding)
         t = time.perf_counter()
         report = build_index(kb, cfg, str(work / "index"), progress, embedder=embedder)
@@ -149,7 +166,8 @@ def step_build(args: argparse.Namespace) -> dict[str, Any]:
         "build_stage_s": stages,
         "report": report.summary(),
         "rss_parsed_mb": rss_parsed,
-        "build_peak_rss_mb": vm_hwm_mb(),
+        "build_peak_rss_mb": max([vm_hwm_mb(), *peaks.values()]),
+        "build_stage_peak_rss_mb": peaks,
         "build_tree_peak_rss_mb": round(tree.peak_mb, 1),
         "index_disk_mb": round(
             sum(p.stat().st_size for p in (work / "index").rglob("*") if p.is_file()) / 2**20, 1
