@@ -252,33 +252,36 @@ class SparseBM25:
     def with_title(self, title_counts: sp.csr_matrix) -> SparseBM25:
         """Same corpus and parameters with this title field (counts over ``self.terms``)."""
         p = self.params
-        return SparseBM25(
-            counts=self.counts,
-            terms=self.terms,
-            k1=p.k1,
-            b=p.b,
-            epsilon=self.epsilon,
-            title_counts=title_counts,
-            title_weight=p.title_weight,
-            title_b=p.title_b,
-        )
+        return self._sibling(title_counts, p.k1, p.b, p.title_weight, p.title_b)
 
     def with_params(
         self, k1: float, b: float, title_weight: float = 0.0, title_b: float = 0.75
     ) -> SparseBM25:
         """Same corpus, other parameters (shares the count matrices; recomputes the weights)."""
-        out = SparseBM25(
+        out = self._sibling(self.title_counts, k1, b, title_weight, title_b)
+        out._term_major_cache = self._term_major_cache
+        return out
+
+    def _sibling(
+        self,
+        title_counts: sp.csr_matrix | None,
+        k1: float,
+        b: float,
+        title_weight: float,
+        title_b: float,
+    ) -> SparseBM25:
+        """This body (counts and terms shared, not copied) with this title field and these
+        parameters."""
+        return SparseBM25(
             counts=self.counts,
             terms=self.terms,
             k1=k1,
             b=b,
             epsilon=self.epsilon,
-            title_counts=self.title_counts,
+            title_counts=title_counts,
             title_weight=title_weight,
             title_b=title_b,
         )
-        out._term_major_cache = self._term_major_cache
-        return out
 
 
 class RankBM25Reference:
