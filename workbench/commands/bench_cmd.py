@@ -62,16 +62,13 @@ def _run(args: argparse.Namespace) -> int:
 
     # LanceDB's Rust logger warns on every hybrid sub-query about score columns; quiet it.
     os.environ.setdefault("LANCEDB_LOG", "error")
-    from engine.config import EngineConfig, parse_override
+    from engine.config import EngineConfig
     from engine.errors import EngineError
     from workbench.bench import run_bench
 
     if args.kb is None and args.synthetic is None:
         args.kb = "wiki"
-    cfg = EngineConfig.load(args.config) if args.config else EngineConfig()
-    overrides = dict(parse_override(s) for s in args.overrides)
-    if overrides:
-        cfg = cfg.with_overrides(overrides)
+    cfg = common.with_set(EngineConfig.load(args.config) if args.config else EngineConfig(), args)
     raw: str | None = args.queries  # a count, a golden set or a query file
     queries: str | int | None = int(raw) if raw is not None and raw.isdigit() else raw
     golden_path = raw if raw is not None and raw.endswith((".yaml", ".yml")) else None

@@ -68,10 +68,19 @@ def workspace(args: argparse.Namespace) -> Workspace:
     )
 
 
-def effective_config(args: argparse.Namespace, ws: Workspace) -> EngineConfig:
-    cfg = ws.load_config()
-    overrides = dict(parse_override(s) for s in getattr(args, "overrides", []) or [])
+def set_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``--set KEY=VALUE`` pairs of ``args`` (none where the command has no ``--set``)."""
+    return dict(parse_override(s) for s in getattr(args, "overrides", []) or [])
+
+
+def with_set(cfg: EngineConfig, args: argparse.Namespace) -> EngineConfig:
+    """``cfg`` with the ``--set`` overrides of ``args`` applied."""
+    overrides = set_overrides(args)
     return cfg.with_overrides(overrides) if overrides else cfg
+
+
+def effective_config(args: argparse.Namespace, ws: Workspace) -> EngineConfig:
+    return with_set(ws.load_config(), args)
 
 
 def print_json(obj: Any) -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from engine.config import EngineConfig, parse_override
+from engine.config import EngineConfig
 from engine.errors import EngineError
-from workbench.commands.common import add_kb_args, info, print_json, workspace
+from workbench.commands.common import add_kb_args, info, print_json, set_overrides, workspace
 from workbench.workspace import Workspace
 
 RULE_HELP = (
@@ -129,11 +129,10 @@ def _try(args: argparse.Namespace) -> int:
 
     ws = workspace(args)
     rule = resolve(ws.experiments, args.rule)  # a bad --rule fails before any evaluation
-    overrides = dict(parse_override(s) for s in args.overrides)
     res = run_experiment(
         ws,
         _evaluator_for(ws),
-        overrides,
+        set_overrides(args),
         title=args.title,
         tier=args.strategy,
         notes=args.notes,
