@@ -8,7 +8,7 @@ import sys
 
 from engine.config import SEARCH_MODES
 from engine.errors import EngineError
-from workbench.commands.common import add_json_arg, print_json, workspace
+from workbench.commands.common import add_json_arg, add_kb_arg, print_json, workspace
 from workbench.eval.run_record import RunRecord
 
 
@@ -42,7 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--kb", default="wiki", help="knowledge base folder (default: wiki)")
+    add_kb_arg(p)
     p.add_argument("--mode", default=None, choices=SEARCH_MODES)
     add_json_arg(p)
 

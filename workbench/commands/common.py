@@ -8,13 +8,31 @@ import sys
 from typing import Any
 
 from engine.config import EngineConfig, parse_override
+from workbench.eval.golden import SPLITS
 from workbench.workspace import Workspace, resolve
 
 _JSON_HELP = "machine-readable output on stdout"
 
 
-def add_workspace_args(p: argparse.ArgumentParser, dataset: bool = False) -> None:
+def add_kb_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kb", default="wiki", help="knowledge base folder (default: wiki)")
+
+
+def add_index_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--index", default=None, help="index folder (default: .wikirag/<kb>)")
+
+
+def add_dataset_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dataset", default=None, help="golden set (default: datasets/<kb>.yaml)")
+
+
+def add_split_arg(p: argparse.ArgumentParser, default: str = "all") -> None:
+    """``--split``: the golden set's tune or holdout items, or all of them."""
+    p.add_argument("--split", default=default, choices=[*SPLITS, "all"])
+
+
+def add_workspace_args(p: argparse.ArgumentParser, dataset: bool = False) -> None:
+    add_kb_arg(p)
     p.add_argument(
         "--index", default=None, help="index folder or LanceDB URI (default: .wikirag/<kb>)"
     )
@@ -42,14 +60,15 @@ def add_set_arg(p: argparse.ArgumentParser, example: str = "fusion.k=30") -> Non
     )
 
 
-def add_kb_args(p: argparse.ArgumentParser, *, index: bool = False) -> None:
+def add_kb_args(p: argparse.ArgumentParser, *, index: bool = False, json: bool = True) -> None:
     """--kb, --dataset and --json (and --index when asked) for commands that always use the
     KB's accepted baseline config (experiments, golden-set tools)."""
-    p.add_argument("--kb", default="wiki", help="knowledge base folder (default: wiki)")
+    add_kb_arg(p)
     if index:
-        p.add_argument("--index", default=None, help="index folder (default: .wikirag/<kb>)")
-    p.add_argument("--dataset", default=None, help="golden set (default: datasets/<kb>.yaml)")
-    add_json_arg(p)
+        add_index_arg(p)
+    add_dataset_arg(p)
+    if json:
+        add_json_arg(p)
 
 
 def add_json_arg(p: argparse.ArgumentParser, help_text: str | None = _JSON_HELP) -> None:

@@ -22,10 +22,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="a YAML path, `baseline`, `defaults`, `vN` (accepted version), or any of them "
         "plus overrides: `baseline+fusion.k=30,rerank.weight=0.5`",
     )
-    c.add_argument("--kb", default="wiki", help="knowledge base folder (default: wiki)")
-    c.add_argument("--index", default=None, help="index folder (default: .wikirag/<kb>)")
-    c.add_argument("--dataset", default=None, help="golden set (default: datasets/<kb>.yaml)")
-    c.add_argument("--split", default="all", choices=["tune", "holdout", "all"])
+    common.add_kb_arg(c)
+    common.add_index_arg(c)
+    common.add_dataset_arg(c)
+    common.add_split_arg(c)
     c.add_argument("--mode", default=None, choices=SEARCH_MODES)
     common.add_json_arg(c)
     c.add_argument("--md", metavar="OUT", default=None, help="also write the Markdown to OUT")
@@ -40,7 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="KEY=v1,v2,...",
         help="a key and its values, e.g. --grid fusion.k=10,30,60 (once or twice)",
     )
-    s.add_argument("--split", default="tune", choices=["tune", "holdout", "all"])
+    common.add_split_arg(s, "tune")
     common.add_json_arg(s)
     s.add_argument("--csv", metavar="OUT", default=None, help="also write the table as CSV")
     s.set_defaults(func=_sweep)

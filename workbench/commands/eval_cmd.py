@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     g = p.add_mutually_exclusive_group()
     g.add_argument("--rerank", dest="rerank", action="store_true", default=None)
     g.add_argument("--no-rerank", dest="rerank", action="store_false")
-    p.add_argument("--split", default="all", choices=["tune", "holdout", "all"])
+    common.add_split_arg(p)
     p.add_argument(
         "--json",
         nargs="?",

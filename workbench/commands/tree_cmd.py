@@ -10,7 +10,7 @@ from pathlib import Path
 from engine.atomic import atomic_write_text
 from engine.tree import KnowledgeBase, Node, parse_kb
 from engine.tree_io import export_chapter_trees, import_chapter_trees
-from workbench.commands.common import add_json_arg, info, print_json
+from workbench.commands.common import add_json_arg, add_kb_arg, info, print_json
 
 TREE_DOCUMENTS = 3  # documents drawn in the compact tree of the readable summary
 TREE_NODES = 12  # chapters drawn per document before "… N more"
@@ -21,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "tree",
         help="parse the KB into chapter trees (summary, --json, --out chapter_trees.json)",
     )
-    p.add_argument("--kb", default="wiki", help="knowledge base folder (default: wiki)")
+    add_kb_arg(p)
     add_json_arg(p, "print chapter_trees.json on stdout")
     p.add_argument("--out", default=None, metavar="FILE", help="write chapter_trees.json here")
     p.add_argument(

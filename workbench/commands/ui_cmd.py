@@ -8,16 +8,17 @@ import sys
 from pathlib import Path
 
 from engine.errors import EngineError
+from workbench.commands import common
 
 APP = Path(__file__).resolve().parent.parent / "ui" / "app.py"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("ui", help="open the workbench in the browser (Streamlit, 127.0.0.1)")
-    p.add_argument("--kb", default="wiki", help="knowledge base folder (default: wiki)")
-    p.add_argument("--index", default=None, help="index folder (default: .wikirag/<kb>)")
+    common.add_kb_arg(p)
+    common.add_index_arg(p)
     p.add_argument("--config", default=None, help="engine config YAML (default: the baseline)")
-    p.add_argument("--dataset", default=None, help="golden set (default: datasets/<kb>.yaml)")
+    common.add_dataset_arg(p)
     p.add_argument("--experiments", default=None, help="experiments root (default: experiments)")
     p.add_argument("--port", type=int, default=8501, help="port on 127.0.0.1 (default 8501)")
     p.add_argument(
