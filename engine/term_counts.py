@@ -44,10 +44,11 @@ class CountsBuilder:
         self.crumb_index: dict[str, int] = {}
         self.crumb_parts: list[_Block] = []
 
-    def add(self, batch: RowBatch) -> None:
+    def add(self, batch: RowBatch, ids: Sequence[str] | None = None) -> None:
+        """Add ``batch``'s rows; ``ids``: its ids (the caller's own strings) if at hand."""
         self.crumb_parts.append(_remapped(batch.crumb_counts, batch.crumb_terms, self.crumb_index))
         self.parts.append(_remapped(batch.counts, batch.terms, self.index))
-        self.ids.extend(batch.ids)
+        self.ids.extend(batch.ids if ids is None else ids)
         self.title_terms.update(batch.title_terms)
 
     def result(self) -> LexicalCounts:
