@@ -100,11 +100,18 @@ def build_mcp_server(
                 code=INVALID_PARAMS, message=problem, data={"max_chars": MAX_QUERY_CHARS}
             )
 
-    def engine() -> Any:
+    @contextlib.contextmanager
+    def tool_errors(*kinds: type[Exception]) -> Iterator[None]:
+        # The tool's own error (a result the client shows), not a protocol error.
+        caught: tuple[type[Exception], ...] = (EngineError, *kinds)
         try:
-            return served.get()
-        except EngineError as exc:
+            yield
+        except caught as exc:
             raise ToolError(str(exc)) from exc
+
+    def engine() -> Any:
+        with tool_errors():
+            return served.get()
 
     @server.tool(
         name="search_knowledge",
@@ -132,7 +139,7 @@ def build_mcp_server(
         ] = None,
     ) -> dict[str, Any]:
         check_text(query, "query")
-        try:
+        with tool_errors():
             resp = engine().search(
                 query,
                 top_k=top_k,
@@ -141,8 +148,6 @@ def build_mcp_server(
                 filters=filters.to_engine() if filters else None,
                 expand=expand,
             )
-        except EngineError as exc:
-            raise ToolError(str(exc)) from exc
         return resp.to_dict()
 
     @server.tool(
@@ -156,10 +161,8 @@ def build_mcp_server(
         node_id: Annotated[str, Field(min_length=1, description="e.g. 'rag/chunking#strategies'")],
         include_children: Annotated[bool, Field(description="list child chapters too")] = True,
     ) -> dict[str, Any]:
-        try:
+        with tool_errors():
             out = chapter_payload(engine(), node_id, children=include_children)
-        except EngineError as exc:
-            raise ToolError(str(exc)) from exc
         return {**out, "config_hash": cfg.hash}
 
     @server.tool(
@@ -175,10 +178,8 @@ def build_mcp_server(
         top_k: Annotated[int, Field(ge=1, le=50, description="chapters retrieved")] = 5,
     ) -> dict[str, Any]:
         check_text(question, "question")
-        try:
+        with tool_errors(ValueError):
             ans = chat_answer(question, engine(), cfg, llm=llm, top_k=top_k)
-        except (EngineError, ValueError) as exc:
-            raise ToolError(str(exc)) from exc
         return {
             "question": ans.question,
             "answer": ans.answer,
