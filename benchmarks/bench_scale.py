@@ -14,7 +14,8 @@ Steps (``--steps write,build,serve``; a later run can redo only ``serve`` on a k
   the snapshot), then times ``vector``, ``keyword`` and ``hybrid`` search over sampled
   queries (p50/p95, stage medians), and reports the BM25 channel's bytes in memory; then,
   after the latency figures, reads the stored float32 vectors and computes the vector
-  channel's recall@10 against exact float32 cosine search.
+  channel's recall@10 against exact float32 cosine search, asked for 10 and for hybrid's
+  channel pool (the top 10 of that pool is what fusion sees).
 
 The load average is recorded at each step: the machine is shared, compare ratios in a run.
 """
@@ -179,7 +180,7 @@ def step_ann(args: argparse.Namespace) -> dict[str, Any]:
     """Lower the threshold on the built (unchanged) index: ``build_index`` adds the vector
     index as a build past the threshold would; then sweep the query-time settings."""
     from engine.indexer import build_index, read_manifest
-    from engine.store import Location, Store, ann_search, vectors_of
+    from engine.store import Location, Store, ann_search
     from engine.tree import parse_kb
     from workbench.bench import overlap, sample_queries, top_ids
 
@@ -193,11 +194,8 @@ def step_ann(args: argparse.Namespace) -> dict[str, Any]:
     m = read_manifest(loc)
     assert m is not None
     tbl = Store(str(work / "index")).open_table(m.table, m.version)
-    data = Store.read(tbl, ["id", "vector"])
-    ids = data.column("id").to_pylist()
-    mat = np.array(vectors_of(data), dtype=np.float32)
-    del data
-    mat /= np.maximum(np.linalg.norm(mat, axis=1, keepdims=True), 1e-12)
+    ids_arr, mat = stored_unit_vectors(work / "index", m)
+    ids = ids_arr.tolist()
     from engine.embedding import make_embedder
 
     embedder = make_embedder(cfg.embedding)
@@ -249,9 +247,23 @@ def _pcts(values: list[float]) -> dict[str, float]:
     }
 
 
-def step_serve(args: argparse.Namespace) -> dict[str, Any]:
-    from engine.search import Engine
+def stored_unit_vectors(index_dir: Path, manifest: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The snapshot's ids and float32 vectors, L2-normalised: the exact-search reference."""
     from engine.store import Store, vectors_of
+
+    data = Store.read(
+        Store(str(index_dir)).open_table(manifest.table, manifest.version), ["id", "vector"]
+    )
+    ids = np.array(data.column("id").to_pylist(), dtype=object)
+    mat = np.array(vectors_of(data), dtype=np.float32)
+    del data
+    mat /= np.maximum(np.linalg.norm(mat, axis=1, keepdims=True), 1e-12)
+    return ids, mat
+
+
+def step_serve(args: argparse.Namespace) -> dict[str, Any]:
+    from engine.pipeline import pool_size
+    from engine.search import Engine
     from workbench.bench import sample_queries
 
     cfg = _config(args.set)
@@ -300,23 +312,24 @@ def step_serve(args: argparse.Namespace) -> dict[str, Any]:
 
     # Recall of the vector channel against exact float32 cosine over the stored vectors
     # (read after the latency runs: this copy is the bench's, not serving's).
-    tbl = Store(str(work / "index")).open_table(snap.manifest.table, snap.manifest.version)
-    data = Store.read(tbl, ["id", "vector"])
-    ids = np.array(data.column("id").to_pylist(), dtype=object)
-    mat = np.array(vectors_of(data), dtype=np.float32)
-    del data
-    mat /= np.maximum(np.linalg.norm(mat, axis=1, keepdims=True), 1e-12)
+    ids, mat = stored_unit_vectors(work / "index", snap.manifest)
+    # Two pools: 10 (the vector search a user asks for) and hybrid's channel pool (top_k x
+    # multiplier), whose top 10 is what fusion sees.
     embedder = engine._embedder()
-    recalls = []
+    hybrid_pool = pool_size(cfg, cfg.search.top_k, use_rerank=False)
+    recalls: dict[int, list[float]] = {10: [], hybrid_pool: []}
     for q in qs[: args.recall_queries]:
         qv = np.asarray(embedder.embed_query(q), dtype=np.float32)
         sims = mat @ qv
         top = np.argpartition(-sims, 10)[:10]
         exact = set(ids[top].tolist())
-        got = [nid for nid, _ in engine.candidates(q, pool=10, mode="vector").vector]
-        recalls.append(len(exact & set(got[:10])) / 10)
-    out["vector_recall_at_10"] = round(float(np.mean(recalls)), 4)
-    out["recall_queries"] = len(recalls)
+        for pool, got in recalls.items():
+            hits = [nid for nid, _ in engine.candidates(q, pool=pool, mode="vector").vector]
+            got.append(len(exact & set(hits[:10])) / 10)
+    out["vector_recall_at_10"] = round(float(np.mean(recalls[10])), 4)
+    out["hybrid_pool"] = hybrid_pool
+    out["vector_recall_at_10_hybrid_pool"] = round(float(np.mean(recalls[hybrid_pool])), 4)
+    out["recall_queries"] = len(recalls[10])
     return out
 
 
