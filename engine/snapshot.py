@@ -44,6 +44,7 @@ from engine.store import (
     Location,
     Store,
     ann_nprobes,
+    ann_refine_candidates,
     ann_search,
     filter_sql,
     vectors_of,
@@ -135,15 +136,16 @@ class IndexSnapshot:
     ) -> list[tuple[str, float]]:
         tbl = self._lance_table()
         nprobes = ann_nprobes(self.manifest.vector_index)
+        budget = ann_refine_candidates(self.manifest.vector_index)
         if mask is None:
-            return ann_search(tbl, qvec, n, nprobes=nprobes)
+            return ann_search(tbl, qvec, n, nprobes=nprobes, refine_candidates=budget)
         allowed = int(mask.sum())
         if allowed == 0:
             return []
         # Over-ask by the inverse of the filter's share, doubling until n pass (or all did).
         want = min(self.rows, max(n, int(n * self.rows / allowed * 1.5)))
         while True:
-            hits = ann_search(tbl, qvec, want, nprobes=nprobes)
+            hits = ann_search(tbl, qvec, want, nprobes=nprobes, refine_candidates=budget)
             kept = [(i, s) for i, s in hits if (r := self.row_of.get(i)) is not None and mask[r]]
             if len(kept) >= n or len(hits) < want or want >= self.rows:
                 return kept[:n]

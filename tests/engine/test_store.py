@@ -418,3 +418,60 @@ def test_a_query_probes_most_of_the_vector_index_partitions_and_at_least_32() ->
     assert ann_nprobes("IVF_PQ/cosine/partitions=152/sub_vectors=32") == 130
     assert ann_nprobes("IVF_PQ/cosine/partitions=20/sub_vectors=32") == 32
     assert ann_nprobes("") == 32
+
+
+def test_ann_search_re_ranks_the_candidate_budget_whatever_k() -> None:
+    from engine.store import ANN_REFINE_CANDIDATES, ann_refine_factor
+
+    assert ann_refine_factor(30) == 5  # hybrid's pool: the factor the 1M recall was measured at
+    for budget in (ANN_REFINE_CANDIDATES, 1000):
+        for k in (1, 7, 10, 30, 40, 333, 1000, 5000):
+            f = ann_refine_factor(k, budget)
+            assert f * k >= budget
+            assert f == 1 or (f - 1) * k < budget  # no more than needed
+
+
+def test_fine_pq_codes_get_the_small_budget_and_older_coarse_indexes_keep_theirs() -> None:
+    from engine.store import (
+        ANN_REFINE_CANDIDATES,
+        ANN_REFINE_CANDIDATES_COARSE,
+        ann_refine_candidates,
+    )
+
+    assert ann_refine_candidates("IVF_PQ/cosine/partitions=250/sub_vectors=64/dims=256") == (
+        ANN_REFINE_CANDIDATES
+    )
+    # Built before the change: 8 dims per sub-vector, no dims= in the description.
+    assert ann_refine_candidates("IVF_PQ/cosine/partitions=1000/sub_vectors=32") == (
+        ANN_REFINE_CANDIDATES_COARSE
+    )
+    assert ann_refine_candidates("IVF_PQ/cosine/partitions=9/sub_vectors=32/dims=256") == (
+        ANN_REFINE_CANDIDATES_COARSE
+    )
+    assert ANN_REFINE_CANDIDATES < ANN_REFINE_CANDIDATES_COARSE
+
+
+def test_the_vector_index_has_four_dims_per_sub_vector_and_a_quarter_root_of_partitions(
+    tmp_path: Path,
+) -> None:
+    from engine.embedding import make_embedder
+    from engine.indexer import build_index, read_manifest
+    from engine.store import ann_partitions, ann_sub_vectors
+    from engine.tree import parse_kb
+    from tests.engine.engine_kit import HASH_CFG
+    from workbench.bench import synthetic_kb
+
+    assert ann_sub_vectors(256) == 64 and ann_sub_vectors(512) == 128
+    assert ann_sub_vectors(12) == 3 and ann_sub_vectors(7) == 1  # always divides evenly
+    assert ann_partitions(1_000_000) == 250 and ann_partitions(200_000) == 111
+    assert ann_partitions(1600) == 6  # rows / 256: LanceDB trains no more
+    assert ann_partitions(10) == 1
+    synthetic_kb(tmp_path / "kb", 1600, seed=3)
+    kb = parse_kb(tmp_path / "kb")
+    build_index(kb, HASH_CFG, str(tmp_path / "idx"), ann_min_rows=1000)
+    m = read_manifest(Location(str(tmp_path / "idx")))
+    assert m is not None
+    dims = make_embedder(HASH_CFG.embedding).signature.dims
+    assert m.vector_index == (
+        f"IVF_PQ/cosine/partitions=6/sub_vectors={ann_sub_vectors(dims)}/dims={dims}"
+    )
