@@ -1,4 +1,5 @@
-"""Every surface offers exactly the search modes and expand choices of engine.config."""
+"""Every surface offers exactly the search modes and expand choices of engine.config, the answer
+loop's modes, and spells the options several commands share the same way."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from engine.config import EXPAND_MODES, SEARCH_MODES, EngineConfig, field_spec
 from engine.errors import ConfigError
 from tests.serve.conftest import make_kb
+from workbench.answer.chat import ANSWER_MODES, DEFAULT_TOP_K, answer
 from workbench.cli import build_parser
 from workbench.serve.app import create_app
 from workbench.serve.mcp import build_mcp_server
@@ -79,3 +81,51 @@ def test_mcp_tool_schema_offers_exactly_the_configs_choices(tmp_path: Path) -> N
 def test_engine_rejects_what_the_config_does_not_offer() -> None:
     with pytest.raises(ConfigError):
         EngineConfig().with_overrides({"search.mode": "semantic"})
+
+
+def _subcommand(*path: str) -> argparse.ArgumentParser:
+    parser = build_parser()
+    for name in path:
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        parser = sub.choices[name]
+    return parser
+
+
+def _option(parser: argparse.ArgumentParser, flag: str) -> argparse.Action:
+    return next(a for a in parser._actions if flag in a.option_strings)
+
+
+def test_every_answer_surface_offers_the_answer_loops_modes(tmp_path: Path) -> None:
+    for path in (("ask",), ("chats", "replay")):
+        mode = _option(_subcommand(*path), "--mode")
+        assert tuple(mode.choices or ()) == ANSWER_MODES, path
+        assert mode.default == ANSWER_MODES[0]
+        assert _option(_subcommand(*path), "--top-k").default == DEFAULT_TOP_K
+    kb = make_kb(tmp_path, index=False)
+    schemas = create_app(kb.ws, kb.cfg, llm=None, admin_token="").openapi()["components"]["schemas"]
+    ask = schemas["AskRequest"]["properties"]
+    assert tuple(ask["mode"]["enum"]) == ANSWER_MODES
+    assert ask["top_k"]["default"] == DEFAULT_TOP_K
+
+
+def test_answer_rejects_a_mode_the_surfaces_do_not_offer() -> None:
+    with pytest.raises(ValueError, match="loop, tools"):
+        answer("q", retriever=None, cfg=EngineConfig(), mode="agent")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("command", ["eval", "search"])
+def test_rerank_is_forced_on_or_off_or_left_to_the_config(command: str) -> None:
+    parse = build_parser().parse_args
+    extra = ["q"] if command == "search" else []
+    assert parse([command, *extra]).rerank is None
+    assert parse([command, *extra, "--rerank"]).rerank is True
+    assert parse([command, *extra, "--no-rerank"]).rerank is False
+
+
+@pytest.mark.parametrize(
+    "path", [("failures",), ("scorecard",), ("report",)], ids=lambda p: " ".join(p)
+)
+def test_commands_that_read_a_saved_run_name_it_the_same_way(path: tuple[str, ...]) -> None:
+    run = _option(_subcommand(*path), "--run")
+    assert (run.metavar, run.default) == ("ID", None)
+    assert build_parser().parse_args([*path, "--run", "20260101-x"]).run == "20260101-x"

@@ -19,6 +19,7 @@ judge), ``rewrite``, ``followup``, ``citations``, ``extractive``, ``sources``, `
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
@@ -32,6 +33,9 @@ from workbench.answer.sources import Retriever
 from workbench.answer.tools import answer_with_tools
 
 DEFAULT_MAX_TURNS = 6  # tool-calling turns before giving up on the model
+DEFAULT_TOP_K = 5  # chapters given to the answer as sources
+AnswerMode = Literal["loop", "tools"]
+ANSWER_MODES: tuple[str, ...] = typing.get_args(AnswerMode)
 
 
 def answer(
@@ -42,7 +46,7 @@ def answer(
     history: Sequence[Any] | None = None,
     llm: LLMClient | None = None,
     mode: str = "loop",
-    top_k: int = 5,
+    top_k: int = DEFAULT_TOP_K,
     stream_cb: Callable[[str], None] | None = None,
     max_turns: int = DEFAULT_MAX_TURNS,
     refusal_model: RefusalModel | Literal["auto"] | None = "auto",
@@ -59,8 +63,8 @@ def answer(
     None keeps the coverage rule. It is used only with a retriever that can be probed
     (``candidates`` and ``kb``, as the engine has).
     """
-    if mode not in ("loop", "tools"):
-        raise ValueError(f"mode must be 'loop' or 'tools', got {mode!r}")
+    if mode not in ANSWER_MODES:
+        raise ValueError(f"mode must be one of {', '.join(ANSWER_MODES)}; got {mode!r}")
     if top_k < 1:
         raise ValueError("top_k must be at least 1")
     if not question.strip():

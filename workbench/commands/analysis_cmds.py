@@ -6,9 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from engine.config import SEARCH_MODES
 from engine.errors import EngineError
-from workbench.commands.common import add_json_arg, add_kb_arg, print_json, workspace
+from workbench.commands import common
 from workbench.eval.run_record import RunRecord
 
 
@@ -18,7 +17,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     f = sub.add_parser("failures", help="failing queries of a saved run, worst first, by cause")
     _common(f)
-    f.add_argument("--run", metavar="ID", default=None, help="run id (default: the latest run)")
+    common.add_run_arg(f)
     f.add_argument("--cause", choices=list(CAUSES), default=None, help="only this cause")
     f.add_argument(
         "--slice",
@@ -42,16 +41,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    add_kb_arg(p)
-    p.add_argument("--mode", default=None, choices=SEARCH_MODES)
-    add_json_arg(p)
+    common.add_kb_arg(p)
+    common.add_search_mode_arg(p, "the run's first mode")
+    common.add_json_arg(p)
 
 
 def _record(args: argparse.Namespace, run_id: str | None) -> RunRecord:
     from workbench.commands.scorecard_cmd import load_run_by_id
     from workbench.eval.run_record import latest_run_record
 
-    ws = workspace(args)
+    ws = common.workspace(args)
     if run_id:
         return load_run_by_id(ws, run_id)
     rec = latest_run_record(ws.runs_dir)
@@ -76,7 +75,7 @@ def _failures(args: argparse.Namespace) -> int:
         if args.json:
             from dataclasses import asdict
 
-            print_json(asdict(s))
+            common.print_json(asdict(s))
             return 0
         out = [f"{s.id} · {s.query}  ({mode}; mrr {s.metrics.get('mrr', 0):.3f})", "gold:"]
         for g in s.gold:
@@ -102,7 +101,9 @@ def _failures(args: argparse.Namespace) -> int:
             raise EngineError(f"--slice takes KEY=VALUE, got {args.slice!r}")
     rows = A.failures(rec, mode, cause=args.cause, slice_by=slice_by, slice_value=slice_value)
     if args.json:
-        print_json({"run_id": rec.run_id, "mode": mode, "failures": [r.to_dict() for r in rows]})
+        common.print_json(
+            {"run_id": rec.run_id, "mode": mode, "failures": [r.to_dict() for r in rows]}
+        )
         return 0
     total = len(rec.for_mode(mode))
     lines = [f"run {rec.run_id} ({mode}): {len(rows)} of {total} queries miss at K=5"]
@@ -124,7 +125,7 @@ def _diff(args: argparse.Namespace) -> int:
     rows = A.run_matrix(recs, mode, args.measure, outcome=args.outcome)
     labels = [r.run_id for r in recs]
     if args.json:
-        print_json(
+        common.print_json(
             {
                 "runs": labels,
                 "mode": mode,

@@ -15,13 +15,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     ask = sub.add_parser("ask", help="answer a question from the KB with numbered citations")
     ask.add_argument("question", help="the question, in quotes")
     common.add_workspace_args(ask)
-    ask.add_argument(
-        "--mode",
-        choices=("loop", "tools"),
-        default="loop",
-        help="loop: retrieve/judge/rewrite then answer (default); tools: the LLM calls search",
-    )
-    ask.add_argument("--top-k", type=int, default=5, help="chapters given as sources (default 5)")
+    common.add_answer_args(ask)
     common.add_json_arg(ask, "machine-readable answer on stdout")
     ask.add_argument(
         "--save",

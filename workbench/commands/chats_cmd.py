@@ -36,8 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     rp.add_argument("id")
     common.add_workspace_args(rp)
-    rp.add_argument("--mode", choices=("loop", "tools"), default="loop")
-    rp.add_argument("--top-k", type=int, default=5)
+    common.add_answer_args(rp)
     common.add_json_arg(rp)
     rp.set_defaults(func=_replay)
 

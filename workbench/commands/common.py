@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from engine.config import EngineConfig, parse_override
+from engine.config import SEARCH_MODES, EngineConfig, parse_override
 from workbench.eval.golden import SPLITS
 from workbench.workspace import Workspace, resolve
 
@@ -19,11 +19,66 @@ def add_kb_arg(p: argparse.ArgumentParser) -> None:
 
 
 def add_index_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--index", default=None, help="index folder (default: .wikirag/<kb>)")
+    p.add_argument(
+        "--index", default=None, help="index folder or LanceDB URI (default: .wikirag/<kb>)"
+    )
 
 
 def add_dataset_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--dataset", default=None, help="golden set (default: datasets/<kb>.yaml)")
+    p.add_argument("--dataset", default=None, help="golden set YAML (default: datasets/<kb>.yaml)")
+
+
+def add_run_arg(
+    p: argparse.ArgumentParser, help_text: str = "run id (default: the latest run)"
+) -> None:
+    """``--run ID``: a saved run record, a file stem under experiments/<kb>/runs/ (read with
+    :func:`workbench.commands.scorecard_cmd.load_run_by_id`)."""
+    p.add_argument("--run", metavar="ID", default=None, help=help_text)
+
+
+def add_search_mode_arg(
+    p: argparse.ArgumentParser, default_is: str = "the config's search.mode"
+) -> None:
+    """``--mode``: one of the engine's search modes, None when not given."""
+    p.add_argument(
+        "--mode", default=None, choices=SEARCH_MODES, help=f"search mode (default: {default_is})"
+    )
+
+
+def add_rerank_arg(p: argparse.ArgumentParser) -> None:
+    """``--rerank`` / ``--no-rerank``; neither: on when ``rerank.provider`` is not none."""
+    p.add_argument(
+        "--rerank",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="force rerank on/off (default: on when rerank.provider is not none)",
+    )
+
+
+def add_allow_invalid_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--allow-invalid",
+        action="store_true",
+        help="use a golden set with errors, skipping (and naming) the invalid items",
+    )
+
+
+def add_answer_args(p: argparse.ArgumentParser) -> None:
+    """``--mode`` and ``--top-k`` of an answer (`ask`, `chats replay`)."""
+    from workbench.answer.chat import ANSWER_MODES, DEFAULT_TOP_K
+
+    p.add_argument(
+        "--mode",
+        choices=ANSWER_MODES,
+        default=ANSWER_MODES[0],
+        help="loop: retrieve/judge/rewrite then answer (default); tools: the LLM calls search",
+    )
+    p.add_argument(
+        "--top-k",
+        type=int,
+        default=DEFAULT_TOP_K,
+        help=f"chapters given as sources (default {DEFAULT_TOP_K})",
+    )
 
 
 def add_split_arg(p: argparse.ArgumentParser, default: str = "all") -> None:
@@ -33,9 +88,7 @@ def add_split_arg(p: argparse.ArgumentParser, default: str = "all") -> None:
 
 def add_workspace_args(p: argparse.ArgumentParser, dataset: bool = False) -> None:
     add_kb_arg(p)
-    p.add_argument(
-        "--index", default=None, help="index folder or LanceDB URI (default: .wikirag/<kb>)"
-    )
+    add_index_arg(p)
     p.add_argument(
         "--config",
         default=None,
@@ -43,18 +96,19 @@ def add_workspace_args(p: argparse.ArgumentParser, dataset: bool = False) -> Non
     )
     add_set_arg(p)
     if dataset:
-        p.add_argument(
-            "--dataset", default=None, help="golden set YAML (default: datasets/<kb>.yaml)"
-        )
+        add_dataset_arg(p)
 
 
-def add_set_arg(p: argparse.ArgumentParser, example: str = "fusion.k=30") -> None:
+def add_set_arg(
+    p: argparse.ArgumentParser, example: str = "fusion.k=30", *, required: bool = False
+) -> None:
     """``--set KEY=VALUE`` (repeatable), read by :func:`effective_config`."""
     p.add_argument(
         "--set",
         dest="overrides",
         action="append",
         default=[],
+        required=required,
         metavar="KEY=VALUE",
         help=f"override one config key, e.g. --set {example} (repeatable)",
     )

@@ -6,7 +6,6 @@ import argparse
 import sys
 
 from engine.atomic import atomic_write_text
-from engine.config import SEARCH_MODES
 from workbench.commands import common
 
 
@@ -26,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     common.add_index_arg(c)
     common.add_dataset_arg(c)
     common.add_split_arg(c)
-    c.add_argument("--mode", default=None, choices=SEARCH_MODES)
+    common.add_search_mode_arg(c, "each config's search.mode")
     common.add_json_arg(c)
     c.add_argument("--md", metavar="OUT", default=None, help="also write the Markdown to OUT")
     c.set_defaults(func=_compare)

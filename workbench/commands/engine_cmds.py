@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from engine.config import EXPAND_MODES, SEARCH_MODES
+from engine.config import EXPAND_MODES
 from engine.errors import EngineError
 from workbench.commands import common
 from workbench.progress import StderrBar
@@ -38,14 +38,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("query", help="the question or keywords")
     common.add_workspace_args(p)
     _storage_arg(p)
-    p.add_argument("--mode", choices=SEARCH_MODES, default=None)
+    common.add_search_mode_arg(p)
     p.add_argument("--top-k", type=int, default=None, metavar="N")
-    p.add_argument(
-        "--rerank",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="force rerank on/off (default: on when rerank.provider is not none)",
-    )
+    common.add_rerank_arg(p)
     p.add_argument(
         "--filter",
         dest="filters",

@@ -23,9 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("eval", help="evaluate the engine on a golden set")
     common.add_workspace_args(p, dataset=True)
     p.add_argument("--modes", nargs="+", default=["hybrid"], choices=SEARCH_MODES)
-    g = p.add_mutually_exclusive_group()
-    g.add_argument("--rerank", dest="rerank", action="store_true", default=None)
-    g.add_argument("--no-rerank", dest="rerank", action="store_false")
+    common.add_rerank_arg(p)
     common.add_split_arg(p)
     p.add_argument(
         "--json",
@@ -38,11 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--trec-run", metavar="OUT", help="also write a TREC run file (first mode)")
     p.add_argument("--trec-qrels", metavar="OUT", help="also write the golden set as TREC qrels")
     p.add_argument("--no-save", action="store_true", help="do not write a run record")
-    p.add_argument(
-        "--allow-invalid",
-        action="store_true",
-        help="score a golden set with errors, skipping (and naming) the invalid items",
-    )
+    common.add_allow_invalid_arg(p)
     p.add_argument(
         "--gate",
         action="store_true",

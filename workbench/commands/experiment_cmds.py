@@ -7,7 +7,15 @@ import sys
 
 from engine.config import EngineConfig
 from engine.errors import EngineError
-from workbench.commands.common import add_kb_args, info, print_json, set_overrides, workspace
+from workbench.commands.common import (
+    add_allow_invalid_arg,
+    add_kb_args,
+    add_set_arg,
+    info,
+    print_json,
+    set_overrides,
+    workspace,
+)
 from workbench.workspace import Workspace
 
 RULE_HELP = (
@@ -21,16 +29,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     es = p.add_subparsers(dest="experiment_command", metavar="ACTION")
     t = es.add_parser("try", help="evaluate baseline + one change on tune; accept or roll back")
     add_kb_args(t, index=True)
-    t.add_argument("--set", dest="overrides", action="append", required=True, metavar="KEY=VALUE")
+    add_set_arg(t, required=True)
     t.add_argument("--strategy", default="manual", help="strategy tier / note for the log")
     t.add_argument("--title", default=None)
     t.add_argument("--notes", default="")
     t.add_argument("--dry-run", action="store_true", help="decide but write nothing")
-    t.add_argument(
-        "--allow-invalid",
-        action="store_true",
-        help="run on a golden set with errors, skipping (and naming) the invalid items",
-    )
+    add_allow_invalid_arg(t)
     t.add_argument("--rule", default=None, help=RULE_HELP)
     t.set_defaults(func=_try)
     ru = es.add_parser("rule", help="show the acceptance rule experiments are decided by")

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import EngineError
-from workbench.commands.common import add_kb_args, info, workspace
+from workbench.commands.common import add_kb_args, add_run_arg, info, workspace
 from workbench.eval.golden import GoldenSet
 from workbench.eval.run_record import RunRecord
 from workbench.workspace import Workspace
@@ -20,7 +20,7 @@ FORMATS = ("html", "md", "csv", "json", "trec-run", "trec-qrels")
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report", help="write a report of a run (latest by default)")
     add_kb_args(p, index=True, json=False)
-    p.add_argument("--run", metavar="ID", default=None, help="run record id (default: latest)")
+    add_run_arg(p)
     p.add_argument("--format", default="html", choices=FORMATS)
     p.add_argument("--out", metavar="FILE", default=None, help="output file (default: stdout)")
     p.add_argument(

@@ -15,13 +15,7 @@ from workbench.workspace import Workspace
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("scorecard", help="score the engine on 9 weighted dimensions (0-100)")
     common.add_workspace_args(p, dataset=True)
-    p.add_argument(
-        "--run",
-        metavar="ID",
-        default=None,
-        help="score a saved run (file stem under experiments/<kb>/runs/); "
-        "default: evaluate now with the effective config",
-    )
+    common.add_run_arg(p, "score a saved run (default: evaluate now with the effective config)")
     common.add_json_arg(p)
     p.set_defaults(func=run)
 

@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from engine.config import ExpandMode, SearchMode
+from workbench.answer.chat import DEFAULT_TOP_K, AnswerMode
 from workbench.serve.limits import MAX_QUERY_CHARS
 
 
@@ -189,8 +190,10 @@ class AskRequest(BaseModel):
     )
 
     question: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
-    top_k: int = Field(default=5, ge=1, le=50, description="chapters retrieved per round")
-    mode: Literal["loop", "tools"] = Field(
+    top_k: int = Field(
+        default=DEFAULT_TOP_K, ge=1, le=50, description="chapters retrieved per round"
+    )
+    mode: AnswerMode = Field(
         default="loop", description="loop: retrieve-judge-rewrite; tools: the LLM calls search"
     )
     history: list[ChatTurn] | None = Field(

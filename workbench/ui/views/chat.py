@@ -6,7 +6,7 @@ import warnings
 
 import streamlit as st
 
-from workbench.answer.chat import answer
+from workbench.answer.chat import ANSWER_MODES, DEFAULT_TOP_K, answer
 from workbench.answer.drafting import draft_golden_item
 from workbench.answer.safe_markdown import safe_markdown
 from workbench.eval import golden
@@ -38,11 +38,11 @@ with ui.guarded(t("Chat")):
     )
     mode = c[1].selectbox(
         t("Agent mode"),
-        ["loop", "tools"],
+        list(ANSWER_MODES),
         key=state.CHAT_MODE,
         help=t("loop: retrieve → judge → rewrite; tools: the model calls search itself (LLM only)"),
     )
-    top_k = c[2].number_input(t("Chapters"), 1, 20, 5, key=state.CHAT_TOP_K)
+    top_k = c[2].number_input(t("Chapters"), 1, 20, DEFAULT_TOP_K, key=state.CHAT_TOP_K)
     if c[3].button(t("New conversation"), key=state.CHAT_CLEAR):
         state.clear_chat()
         st.rerun()
