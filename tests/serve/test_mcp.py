@@ -14,6 +14,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
 from tests.serve.conftest import REPO, TestKB
+from workbench.answer.chat import DEFAULT_TOP_K
 from workbench.serve.limits import MAX_QUERY_CHARS
 from workbench.serve.mcp import doc_uri
 
@@ -135,6 +136,15 @@ def test_initialize_and_list_tools(session_log):
     assert set(search_props) == {"query", "top_k", "search_mode", "rerank", "expand", "filters"}
     assert tools["search_knowledge"].input_schema["required"] == ["query"]
     assert set(tools["get_chapter"].input_schema["properties"]) == {"node_id", "include_children"}
+
+
+def test_each_tool_is_described_in_one_line_for_the_client(session_log):
+    tools = session_log["tools"]
+    for name, tool in tools.items():
+        assert tool.description and "\n" not in tool.description, name
+        assert "  " not in tool.description, name  # the docstring's indentation folded away
+    assert tools["ask"].description.startswith("Answer a question from the wiki")
+    assert tools["ask"].input_schema["properties"]["top_k"]["default"] == DEFAULT_TOP_K
 
 
 def test_search_knowledge(session_log, test_kb):

@@ -79,8 +79,7 @@ class LLMSettings:
         key = "***" if self.api_key else "(none)"
         return (
             f"LLMSettings(base_url={redact_url(self.base_url)!r}, model={self.model!r}, "
-            f"api_key={key}, "
-            f"timeout_s={self.timeout_s!r}, source={self.source!r})"
+            f"api_key={key}, timeout_s={self.timeout_s!r}, source={self.source!r})"
         )
 
     __str__ = __repr__

@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import quote
@@ -86,6 +86,7 @@ def build_mcp_server(
     from mcp.shared.exceptions import MCPError
     from mcp_types import INVALID_PARAMS
 
+    from workbench.answer.chat import DEFAULT_TOP_K
     from workbench.answer.chat import answer as chat_answer
 
     ws, cfg = served.ws, served.cfg
@@ -113,14 +114,13 @@ def build_mcp_server(
         with tool_errors():
             return served.get()
 
-    @server.tool(
-        name="search_knowledge",
-        description=(
-            "Search the wiki's chapters. Returns ranked results with node_id, score, title, "
-            "breadcrumb, content, summary and metadata (file_path, line, ...), plus the "
-            "config_hash of the engine settings that produced them."
-        ),
-    )
+    def tool(fn: Callable[..., Any]) -> Callable[..., Any]:
+        # A tool is named after its function and described by its docstring (one line for
+        # the client: the source's line breaks and indentation folded away).
+        description = " ".join((fn.__doc__ or "").split())
+        return server.tool(name=fn.__name__, description=description)(fn)
+
+    @tool
     def search_knowledge(
         query: Annotated[str, Field(min_length=1, description="question or keywords")],
         top_k: Annotated[int | None, Field(ge=1, le=1000, description="results")] = None,
@@ -138,6 +138,9 @@ def build_mcp_server(
             Field(description="category / priority / doc_type / keywords: a value or a list"),
         ] = None,
     ) -> dict[str, Any]:
+        """Search the wiki's chapters. Returns ranked results with node_id, score, title,
+        breadcrumb, content, summary and metadata (file_path, line, ...), plus the config_hash
+        of the engine settings that produced them."""
         check_text(query, "query")
         with tool_errors():
             resp = engine().search(
@@ -150,33 +153,25 @@ def build_mcp_server(
             )
         return resp.to_dict()
 
-    @server.tool(
-        name="get_chapter",
-        description=(
-            "Read one chapter by node_id (as returned by search_knowledge): its full content, "
-            "breadcrumb, metadata and, by default, its child chapters."
-        ),
-    )
+    @tool
     def get_chapter(
         node_id: Annotated[str, Field(min_length=1, description="e.g. 'rag/chunking#strategies'")],
         include_children: Annotated[bool, Field(description="list child chapters too")] = True,
     ) -> dict[str, Any]:
+        """Read one chapter by node_id (as returned by search_knowledge): its full content,
+        breadcrumb, metadata and, by default, its child chapters."""
         with tool_errors():
             out = chapter_payload(engine(), node_id, children=include_children)
         return {**out, "config_hash": cfg.hash}
 
-    @server.tool(
-        name="ask",
-        description=(
-            "Answer a question from the wiki with numbered citations [n] that point at the "
-            "chapters listed in 'citations'. Refuses (refusal=true) when the wiki does not "
-            "cover it. Uses the configured LLM, else answers extractively and says so."
-        ),
-    )
+    @tool
     def ask(
         question: Annotated[str, Field(min_length=1, description="the question")],
-        top_k: Annotated[int, Field(ge=1, le=50, description="chapters retrieved")] = 5,
+        top_k: Annotated[int, Field(ge=1, le=50, description="chapters retrieved")] = DEFAULT_TOP_K,
     ) -> dict[str, Any]:
+        """Answer a question from the wiki with numbered citations [n] that point at the
+        chapters listed in 'citations'. Refuses (refusal=true) when the wiki does not cover it.
+        Uses the configured LLM, else answers extractively and says so."""
         check_text(question, "question")
         with tool_errors(ValueError):
             ans = chat_answer(question, engine(), cfg, llm=llm, top_k=top_k)
