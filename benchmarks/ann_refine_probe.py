@@ -1,5 +1,5 @@
 """ANN probe: on a bench_scale folder with an index, the engine's own title queries through
-``engine.store.ann_search`` at each ``nprobes:refine_factor:k`` given; recall@10 (the top 10
+``engine.ann.ann_search`` at each ``nprobes:refine_factor:k`` given; recall@10 (the top 10
 of the k returned) against exact float32 cosine over the stored vectors, p50 / p95 ms.
 
     python benchmarks/ann_refine_probe.py --work /tmp/scale1m 850:100:10 850:34:30
@@ -75,8 +75,9 @@ def shaped_table(work: Path, manifest: Any, shape: str) -> tuple[Any, str]:
 
 
 def main() -> None:
+    from engine.ann import ann_search
     from engine.indexer import read_manifest
-    from engine.store import Location, Store, ann_search
+    from engine.store import Location, Store
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--work", required=True, help="bench_scale folder (kb/ and index/)")

@@ -8,7 +8,7 @@ stored vectors are split into a base set and ``--queries`` held-out rows (a fixe
 whose vectors are the queries; a scratch LanceDB table of the base (id + vector) is
 written under ``--work`` and every candidate index is built on it in turn. For each:
 build seconds, then per query setting (nprobes, refine_factor, ef) recall@10 against exact
-float32 cosine (numpy) and search latency p50/p95, as ``engine.store.ann_search`` runs it.
+float32 cosine (numpy) and search latency p50/p95, as ``engine.ann.ann_search`` runs it.
 The exact paths are timed too: numpy float32 (einsum, what serving does today) and
 LanceDB's flat scan. ``--rows`` caps the base (the first rows, id order). Scratch tables are
 deleted at the end.

@@ -179,8 +179,9 @@ def step_build(args: argparse.Namespace) -> dict[str, Any]:
 def step_ann(args: argparse.Namespace) -> dict[str, Any]:
     """Lower the threshold on the built (unchanged) index: ``build_index`` adds the vector
     index as a build past the threshold would; then sweep the query-time settings."""
+    from engine.ann import ann_search
     from engine.indexer import build_index, read_manifest
-    from engine.store import Location, Store, ann_search
+    from engine.store import Location, Store
     from engine.tree import parse_kb
     from workbench.bench import overlap, sample_queries, top_ids
 

@@ -4,7 +4,7 @@ The package owns everything from Markdown files to ranked chapters: parsing, the
 and its life cycle, the retrieval channels, fusion and rerank, and the typed config they
 all read. It imports nothing from ``workbench`` (evaluation, tuning, apps sit on top).
 
-Module map (dependencies point down this list, never up; no cycles):
+Module map, grouped by job (roughly in dependency order: a module mostly imports those above it):
 
 Contracts and plumbing
   config         ``EngineConfig``: one frozen, typed config tree, YAML in/out, stable hash
@@ -12,6 +12,7 @@ Contracts and plumbing
   types          result types and the ``Embedder`` / ``Reranker`` protocols
   atomic         atomic file writes;  yaml_safe: YAML without alias bombs
   credentials    where API keys come from;  http_json: JSON-over-HTTP for providers
+  heap           freed heap memory handed back to the OS after a large load (glibc)
 
 Knowledge base -> chapter trees
   chapters       the model: ``Node``, ``Document``, ``KnowledgeBase``, ``Problem``
@@ -22,6 +23,7 @@ Knowledge base -> chapter trees
   tree_io        ``chapter_trees.json`` export/import
 
 Models and text
+  models         the process's one cache of loaded embedder / reranker models
   embedding      embedding providers (texts -> unit float32 vectors)
   cjk            which characters are CJK ideographs (one definition)
   tokenizer      jieba tokenizer (+ optional stemming), stop words
@@ -32,11 +34,14 @@ Models and text
   rerank         cross-encoder providers and the passage they see
 
 Index
-  store          the only module that imports lancedb (table rows, side files, ANN)
+  store          LanceDB tables (chapter rows, exact vector search) and side files
+  ann            the approximate vector index: shape, search budget, search
   rows           chapter rows (texts, tokens, hashes, metadata) built in batches
+  hash_tables    the manifest's per-node / per-file hashes: a base file + changes since
   manifest       ``manifest.json``: the current table, version, hashes, side files
   index_plan     what an update must do: KB hashes against the manifest's; freshness
   term_counts    an index's BM25 count matrices, stacked from batches or patched
+  lexical_delta  BM25 counts as a base + a delta, so an update writes only what changed
   index_caches   the side files of a table version: BM25 counts, expansion vocabulary
   table_write    rows into the table: full build in batches, update of the changes
   indexer        build / incremental update / ANN index / atomic switch (manifest)

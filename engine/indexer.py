@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from engine.ann import create_vector_index
 from engine.config import EngineConfig
 from engine.hash_tables import FileHashes, NodeHashes, base_payload
 from engine.heap import release_free_heap
@@ -60,7 +61,7 @@ from engine.manifest import require_manifest as require_manifest
 from engine.rows import embed_text as embed_text  # re-exported: callers import it from here
 from engine.rows import lexical_text as lexical_text
 from engine.rows import summary_key
-from engine.store import TABLE_PREFIX, Location, Store, create_vector_index
+from engine.store import TABLE_PREFIX, Location, Store
 from engine.table_write import ROW_BATCH as ROW_BATCH  # engine/ray_build.py reads it here
 from engine.table_write import write_full, write_incremental
 from engine.term_counts import LexicalCounts, patched

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from engine.ann import ann_nprobes, ann_refine_candidates, ann_search
 from engine.config import LexicalConfig
 from engine.expansion import Vocabulary
 from engine.index_caches import current_counts
@@ -39,16 +40,7 @@ from engine.lexical import (
     title_tokens,
     tokenize,
 )
-from engine.store import (
-    META_COLUMNS,
-    Location,
-    Store,
-    ann_nprobes,
-    ann_refine_candidates,
-    ann_search,
-    filter_sql,
-    vectors_of,
-)
+from engine.store import META_COLUMNS, Location, Store, filter_sql, vectors_of
 from engine.term_counts import aligned
 from engine.topn import top_n
 

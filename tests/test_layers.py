@@ -7,6 +7,7 @@ to get something working shows here rather than as an import cycle months later.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -95,3 +96,37 @@ def test_every_package_says_what_it_owns() -> None:
         assert doc and len(doc) > 20, (
             f"{init.relative_to(REPO)} has no docstring saying what it owns"
         )
+
+
+MAX_MODULE_LINES = 500  # past this a module is doing more than one job: split it at a seam
+
+
+def test_no_module_grows_past_the_size_of_one_job() -> None:
+    long = {
+        str(p.relative_to(REPO)): n
+        for p in _sources()
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    }
+    assert long == {}, f"over {MAX_MODULE_LINES} lines: {long}"
+
+
+def test_in_the_engine_only_the_storage_modules_touch_lancedb() -> None:
+    users = sorted(
+        _module_name(p)
+        for p in _sources()
+        if any(n == "lancedb" or n.startswith("lancedb.") for n in _imports(p))
+    )
+    engine_users = [u for u in users if u.startswith("engine")]
+    assert engine_users == ["engine.ann", "engine.store"]
+    # Outside the engine only the benchmark, which measures LanceDB's own hybrid as a peer.
+    assert [u for u in users if not u.startswith("engine")] == ["workbench.bench.peer"]
+
+
+def test_the_engine_module_map_names_every_engine_module() -> None:
+    doc = ast.get_docstring(ast.parse((REPO / "engine" / "__init__.py").read_text("utf-8"))) or ""
+    # "  name   what it does", or a second module on the line: ";  name: what it does"
+    listed = set(re.findall(r"(?m)^  ([a-z0-9_]+) ", doc)) | set(
+        re.findall(r";  ([a-z0-9_]+):", doc)
+    )
+    modules = {p.stem for p in (REPO / "engine").glob("*.py") if p.stem != "__init__"}
+    assert modules - listed == set()
