@@ -1,11 +1,11 @@
 """LanceDB storage of chapter rows, plus the small side files an index keeps beside them.
 
 This and ``engine.ann`` (the approximate vector index) are the only modules that touch
-lancedb. An index lives at a folder or any URI that
-LanceDB accepts (``s3://bucket/prefix`` with ``storage_options``). Beside the tables it
-holds ``manifest.json`` (which table and version is current) and caches (BM25 counts,
-the expansion vocabulary); ``Location`` reads and writes those, atomically on a local disk
-(temp file + rename) and by single-object PUT on an object store.
+lancedb. An index lives at a folder or any URI that LanceDB accepts (``s3://bucket/prefix``
+with ``storage_options``). Beside the tables it holds ``manifest.json`` (which table and
+version is current) and caches (BM25 counts, the expansion vocabulary); ``Location`` reads
+and writes those, atomically on a local disk (temp file + rename) and by single-object PUT
+on an object store.
 """
 
 from __future__ import annotations

@@ -136,7 +136,7 @@ def test_an_update_that_takes_the_table_past_the_threshold_adds_the_vector_index
         )
         for q in queries
     ]
-    # ~610 rows, 24 partitions, every one probed and 500 candidates re-ranked exactly:
+    # ~610 rows, 2 partitions, both probed and 150 candidates re-ranked exactly:
     # only PQ's coarse scores can lose a neighbour here.
     assert np.mean(recall) >= 0.95
 

@@ -13,7 +13,7 @@ import pytest
 from engine.config import EXPAND_MODES, SEARCH_MODES, EngineConfig, field_spec
 from engine.errors import ConfigError
 from tests.serve.conftest import make_kb
-from workbench.answer.chat import ANSWER_MODES, DEFAULT_TOP_K, answer
+from workbench.answer.chat import ANSWER_MODES, DEFAULT_ANSWER_MODE, DEFAULT_TOP_K, answer
 from workbench.cli import build_parser
 from workbench.serve.app import create_app
 from workbench.serve.mcp import build_mcp_server
@@ -99,13 +99,14 @@ def test_every_answer_surface_offers_the_answer_loops_modes(tmp_path: Path) -> N
     for path in (("ask",), ("chats", "replay")):
         mode = _option(_subcommand(*path), "--mode")
         assert tuple(mode.choices or ()) == ANSWER_MODES, path
-        assert mode.default == ANSWER_MODES[0]
+        assert mode.default == DEFAULT_ANSWER_MODE
         assert _option(_subcommand(*path), "--top-k").default == DEFAULT_TOP_K
     kb = make_kb(tmp_path, index=False)
     schemas = create_app(kb.ws, kb.cfg, llm=None, admin_token="").openapi()["components"]["schemas"]
     ask = schemas["AskRequest"]["properties"]
     assert tuple(ask["mode"]["enum"]) == ANSWER_MODES
     assert ask["top_k"]["default"] == DEFAULT_TOP_K
+    assert ask["mode"]["default"] == DEFAULT_ANSWER_MODE
 
 
 def test_answer_rejects_a_mode_the_surfaces_do_not_offer() -> None:

@@ -36,6 +36,7 @@ DEFAULT_MAX_TURNS = 6  # tool-calling turns before giving up on the model
 DEFAULT_TOP_K = 5  # chapters given to the answer as sources
 AnswerMode = Literal["loop", "tools"]
 ANSWER_MODES: tuple[str, ...] = typing.get_args(AnswerMode)
+DEFAULT_ANSWER_MODE: AnswerMode = "loop"
 
 
 def answer(
@@ -45,7 +46,7 @@ def answer(
     *,
     history: Sequence[Any] | None = None,
     llm: LLMClient | None = None,
-    mode: str = "loop",
+    mode: str = DEFAULT_ANSWER_MODE,
     top_k: int = DEFAULT_TOP_K,
     stream_cb: Callable[[str], None] | None = None,
     max_turns: int = DEFAULT_MAX_TURNS,

@@ -16,7 +16,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     from workbench.eval.attribution import CAUSES
 
     f = sub.add_parser("failures", help="failing queries of a saved run, worst first, by cause")
-    _common(f)
+    _add_saved_run_args(f)
     common.add_run_arg(f)
     f.add_argument("--cause", choices=list(CAUSES), default=None, help="only this cause")
     f.add_argument(
@@ -31,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     r = sub.add_parser("runs", help="saved evaluation runs")
     rsub = r.add_subparsers(dest="runs_command", metavar="SUBCOMMAND", required=True)
     d = rsub.add_parser("diff", help="2-4 saved runs query by query (won / lost / tied / changed)")
-    _common(d)
+    _add_saved_run_args(d)
     d.add_argument(
         "runs", nargs="+", metavar="RUN_ID", help="2-4 run ids; the first is the reference"
     )
@@ -40,7 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.set_defaults(func=_diff)
 
 
-def _common(p: argparse.ArgumentParser) -> None:
+def _add_saved_run_args(p: argparse.ArgumentParser) -> None:
     common.add_kb_arg(p)
     common.add_search_mode_arg(p, "the run's first mode")
     common.add_json_arg(p)

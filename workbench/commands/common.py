@@ -65,12 +65,12 @@ def add_allow_invalid_arg(p: argparse.ArgumentParser) -> None:
 
 def add_answer_args(p: argparse.ArgumentParser) -> None:
     """``--mode`` and ``--top-k`` of an answer (`ask`, `chats replay`)."""
-    from workbench.answer.chat import ANSWER_MODES, DEFAULT_TOP_K
+    from workbench.answer.chat import ANSWER_MODES, DEFAULT_ANSWER_MODE, DEFAULT_TOP_K
 
     p.add_argument(
         "--mode",
         choices=ANSWER_MODES,
-        default=ANSWER_MODES[0],
+        default=DEFAULT_ANSWER_MODE,
         help="loop: retrieve/judge/rewrite then answer (default); tools: the LLM calls search",
     )
     p.add_argument(

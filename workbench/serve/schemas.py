@@ -11,7 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from engine.config import ExpandMode, SearchMode
-from workbench.answer.chat import DEFAULT_TOP_K, AnswerMode
+from workbench.answer.chat import DEFAULT_ANSWER_MODE, DEFAULT_TOP_K, AnswerMode
 from workbench.serve.limits import MAX_QUERY_CHARS
 
 
@@ -194,7 +194,8 @@ class AskRequest(BaseModel):
         default=DEFAULT_TOP_K, ge=1, le=50, description="chapters retrieved per round"
     )
     mode: AnswerMode = Field(
-        default="loop", description="loop: retrieve-judge-rewrite; tools: the LLM calls search"
+        default=DEFAULT_ANSWER_MODE,
+        description="loop: retrieve-judge-rewrite; tools: the LLM calls search",
     )
     history: list[ChatTurn] | None = Field(
         default=None, description="earlier turns, so a follow-up question resolves"

@@ -6,7 +6,7 @@ import warnings
 
 import streamlit as st
 
-from workbench.answer.chat import ANSWER_MODES, DEFAULT_TOP_K, answer
+from workbench.answer.chat import ANSWER_MODES, DEFAULT_ANSWER_MODE, DEFAULT_TOP_K, answer
 from workbench.answer.drafting import draft_golden_item
 from workbench.answer.safe_markdown import safe_markdown
 from workbench.eval import golden
@@ -39,6 +39,7 @@ with ui.guarded(t("Chat")):
     mode = c[1].selectbox(
         t("Agent mode"),
         list(ANSWER_MODES),
+        index=ANSWER_MODES.index(DEFAULT_ANSWER_MODE),
         key=state.CHAT_MODE,
         help=t("loop: retrieve → judge → rewrite; tools: the model calls search itself (LLM only)"),
     )
