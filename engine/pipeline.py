@@ -347,7 +347,7 @@ def inject_children(
     children_of: Callable[[str], Sequence[str]],
     top_k: int,
 ) -> list[Ranked]:
-    """Parent-child injection (conservative, DESIGN.md step 5).
+    """Parent-child injection (conservative; the pipeline's last step).
 
     For a result whose rerank score >= injection.min_score, add up to ``max_children`` of its children right after it at
     score x discount, never above the parent; children already present are not

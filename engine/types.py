@@ -1,4 +1,4 @@
-"""Shared result types and provider protocols of the engine (the data contracts of DESIGN.md)."""
+"""Shared result types and provider protocols of the engine (docs/design.md, "Data contracts")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Resolve the CLI/UI conventions of DESIGN.md: --kb, --index, --config, --dataset defaults."""
+"""Resolve the CLI/UI conventions (README "Command line"): --kb, --index, --config, --dataset defaults."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ Per item (``score_answer``), each a float; a key is absent when it does not appl
   the item's ``relevant`` ids. No citations -> precision 0 (an uncited answer earns no
   credit). Absent for unanswerable items.
 - ``citation_precision_hier`` / ``citation_recall_hier``: the same with partial credit along
-  the heading tree, matching the retrieval metric's hierarchical recall (DESIGN.md): citing
+  the heading tree, matching the retrieval metric's hierarchical recall (eval/hierarchy.py): citing
   a child of a relevant chapter counts 0.5, its parent 0.3. A citation of a neighbour is
   often a fair answer source, but it is not what the golden set names, so the strict
   numbers stay the headline and the hierarchical ones sit beside them.

@@ -1,4 +1,4 @@
-"""Draft golden-set queries from chapters (DESIGN #7): an LLM when configured, else rules.
+"""Draft golden-set queries from chapters: an LLM when configured, else rules.
 
 A draft is a starting point for a person, never a label by itself: it names the chapter
 it came from, says how it was drafted, and the Golden set page / CLI shows it for review

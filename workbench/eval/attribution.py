@@ -1,5 +1,5 @@
 """Stage attribution: for each relevant chapter missing from the top K, the stage that lost
-it (a channel's candidate pool, fusion, rerank, or just the cut at K). DESIGN.md #3."""
+it (a channel's candidate pool, fusion, rerank, or just the cut at K)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def attribute(
     k: int = ATTRIBUTION_K,
     fusion_ranks: Mapping[str, int] | None = None,
 ) -> list[dict[str, Any]]:
-    """Where each relevant chapter missing from the top ``k`` was lost (DESIGN.md #3).
+    """Where each relevant chapter missing from the top ``k`` was lost.
 
     - lost_in_both / lost_in_bm25 / lost_in_vector: not in that channel's candidate pool
       (for a hybrid run, "both" when neither channel had it; a single lost channel is

@@ -158,7 +158,7 @@ class EvalRun:
         return latency_percentiles([r.latency_ms for r in self.for_mode(mode)])
 
     def failures(self, mode: str) -> dict[str, list[str]]:
-        """Query ids grouped by the cause of their miss (DESIGN.md: stage attribution)."""
+        """Query ids grouped by the cause of their miss (stage attribution, eval/attribution.py)."""
         out: dict[str, list[str]] = {c: [] for c in CAUSES}
         for r in self.for_mode(mode):
             if r.cause:

@@ -28,7 +28,7 @@ from workbench.eval.golden_drift import suggest_ids
 DIFFICULTIES = ("easy", "medium", "hard")
 TARGET_MIX = {"easy": 0.3, "medium": 0.5, "hard": 0.2}
 SPLITS = ("tune", "holdout")
-# An answerable item lists 1-4 relevant chapters (DESIGN.md, "Golden set"): more would
+# An answerable item lists 1-4 relevant chapters (docs/design.md, "Data contracts"): more would
 # mean the question is too broad to label.
 MIN_RELEVANT, MAX_RELEVANT = 1, 4
 HOLDOUT_SHARE = 0.25  # fraction of ids whose hash puts them in the holdout split

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-# Partial credit for hierarchical recall (DESIGN.md, "Workbench").
+# Partial credit for hierarchical recall: a retrieved descendant of a relevant chapter counts
+# 0.5, an ancestor 0.3 (docs/design.md, "Data contracts").
 CREDIT_EXACT = 1.0
 CREDIT_DESCENDANT = 0.5
 CREDIT_ANCESTOR = 0.3

@@ -1,6 +1,6 @@
 """A report of one evaluation run, as plain data: what every report format shows.
 
-Sections (DESIGN.md "Reports"): metrics, results, categories, failures, optimizations,
+Sections (docs/design.md, "Workbench"): metrics, results, categories, failures, optimizations,
 recommendations, scorecard. :func:`build_report` collects them from a run record, the
 experiment log and a scorecard; the renderers (``html_report``, ``markdown_report`` and the
 CSV / JSON formats in ``formats``) only format them.

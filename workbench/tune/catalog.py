@@ -32,7 +32,7 @@ CATALOG: tuple[Strategy, ...] = (
         "Rebalance fusion weights",
         "low",
         "With the offline embedder BM25 alone often beats the seeds' 2:1 vector mix "
-        "(MODELS.md); the best mix is a measurement, not a guess.",
+        "(measured in docs/benchmarks.md); the best mix is a measurement, not a guess.",
         (
             {"fusion.bm25_weight": 2.0},
             {"fusion.vector_weight": 0.5},

@@ -1,6 +1,6 @@
 """The acceptance rule as data: presets, `experiments/<kb>/rule.yaml`, validation.
 
-Two methods (DESIGN.md "Experiments"):
+Two methods (docs/design.md, "The acceptance rule"):
 
 - ``statistical`` (default): the primary measure must improve significantly (paired
   bootstrap CI low > 0 or randomization p < alpha), losses must not significantly
@@ -55,7 +55,7 @@ class AcceptanceRule:
     resamples: int = 10_000  # bootstrap resamples; the randomization test uses twice as many
     # both methods
     max_latency_delta_ms: float = 100.0
-    # strict (absolute thresholds, DESIGN.md's reference rule)
+    # strict (the reference engine's absolute thresholds, kept for small sets)
     min_primary_delta: float = 0.01
     min_mrr_delta: float = -0.02
     min_hit5_delta: float = 0.0

@@ -1,4 +1,4 @@
-"""The scorecard: nine weighted dimensions -> 0-100 and a grade (DESIGN.md "Workbench").
+"""The scorecard: nine weighted dimensions -> 0-100 and a grade (docs/design.md, "Workbench").
 
 Every dimension is scored from measured evidence by a formula written out in its
 ``formula`` string, shows that evidence, and says what would raise it: a concrete next

@@ -2,7 +2,8 @@
 
 Fast because of cached re-scoring: fusion, rerank and injection parameters leave the
 cached candidates valid, so each grid point costs milliseconds per query. The best point
-is chosen on the tune split only; its holdout score is reported beside it (DESIGN.md #6).
+is chosen on the tune split only; its holdout score is reported beside it, so a
+sweep cannot overfit the set it is judged on.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ import streamlit as st
 
 from workbench.ui.i18n import t
 
-# Target bands for recall (DESIGN.md): poor < 0.5 <= acceptable < 0.7 <= good < 0.85 <= excellent.
+# Target bands for recall (docs/design.md, "Workbench"): poor < 0.5 <= acceptable < 0.7 <= good < 0.85 <= excellent.
 BandColour = Literal["green", "blue", "orange", "red"]
 BANDS: tuple[tuple[float, str, BandColour], ...] = (
     (0.85, "excellent", "green"),
