@@ -330,7 +330,7 @@ def test_followup_prefixes_previous_key_terms():
 def test_check_citations_removes_unknown_numbers():
     sources = [_src(0, 1), _src(1, 2), _src(2, 3)]
     text, valid, removed = check_citations("A [1]. B [7]. C [2, 9]. D 【3】.", sources)
-    assert text == "A [1]. B. C [2]. D 【3】."
+    assert text == "A [1]. B. C [2]. D [3]."  # 【3】 normalised, so the UI links it too
     assert valid == [1, 2, 3] and removed == [7, 9]
 
 

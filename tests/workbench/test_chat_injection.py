@@ -74,9 +74,9 @@ def test_an_obeyed_injection_shows_no_remote_image_link_or_bad_citation():
     assert ans.mode == "llm" and not ans.refusal
     assert "attacker.example" not in ans.answer
     assert "](" not in ans.answer and "![" not in ans.answer
-    # [source 1] -> [1]; [^2] -> [2]; [1-9] -> [1][2][3] (sources 1..3 given, 4..9 removed)
-    assert ans.answer == "PWNED x link 切块 [1] [2] [1][2][3]"
-    assert [c["n"] for c in ans.citations] == [1, 2, 3]
+    # [source 1] -> [1]; [^2] -> [2]; [1-9] reaches past the 3 sources given: removed whole
+    assert ans.answer == "PWNED x link 切块 [1] [2]"
+    assert [c["n"] for c in ans.citations] == [1, 2]
     verify = [s["detail"] for s in ans.trace if s["step"] == "verify"]
     assert any("removed 2 image(s)/link(s)" in d for d in verify)
     assert any("removed citation(s) [4], [5], [6], [7], [8], [9]" in d for d in verify)
@@ -111,19 +111,20 @@ def test_citation_forms_are_normalised_and_out_of_range_ones_removed():
     text, valid, removed = check_citations(
         "a [source 3] b [Source 7] c [^2] d [^8] e [1-9] f [来源 2] g [2-1] h [1-99999]", sources
     )
-    assert text == "a [3] b c [2] d e [1][2][3] f [2] g h"
-    assert valid == [3, 2, 1]
-    assert removed == [7, 8, 4, 5, 6, 7, 8, 9, 2, 1, 1, 99999]  # ranges: their ends
+    assert text == "a [3] b c [2] d e f [2] g h"
+    assert valid == [3, 2]
+    # a range past the sources: the numbers it named that are none; reversed or huge: its ends
+    assert removed == [7, 8, 4, 5, 6, 7, 8, 9, 2, 1, 1, 99999]
 
 
 def test_neutralize_keeps_wiki_links_and_defuses_the_rest():
     out = neutralize(
         "see [chunking](rag/chunking.md#intro) and [x](https://evil.example/a) "
         "![i](//evil.example/p.png) <img src=http://evil.example/q> <https://evil.example/b> "
-        "http://evil.example/c\n[ref]: http://evil.example/d\n![r][ref]"
+        "http://evil.example/c\n\n[ref]: http://evil.example/d\n![r][ref]"
     )
     assert out.text == (
         "see [chunking](rag/chunking.md#intro) and x i  `https://evil.example/b` "
-        "`http://evil.example/c`\nr"
+        "`http://evil.example/c`\n\nr"
     )
-    assert len(out.removed) == 5
+    assert len(out.removed) == 6  # 2 links, 2 images, 1 tag, 1 definition

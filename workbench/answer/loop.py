@@ -106,6 +106,9 @@ class AnswerRun:
         rounds: int,
         streamed: bool = False,
     ) -> ChatAnswer:
+        # Extractive answers quote chapters and refusals name them: wiki text, as untrusted as
+        # a model's (an LLM answer was neutralized in verify; doing it again changes nothing).
+        text = neutralize(text).text
         if self.stream_cb is not None and not streamed:
             self.stream_cb(text)
         notices = [n for n in (self.extra_notice, self.llm.notice()) if n]

@@ -8,7 +8,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from workbench.answer.safe_markdown import safe_markdown
+from workbench.answer.safe_markdown import code_span, escape_text, safe_markdown
 from workbench.ui import state
 from workbench.ui.components import breadcrumb, open_chapter_button
 from workbench.ui.i18n import t
@@ -39,7 +39,7 @@ def chat_turn(i: int, turn: Mapping[str, Any], kb: Any, show_notice: bool = True
     """
     ans = turn["answer"]
     with st.chat_message("user"):
-        st.markdown(turn["question"])
+        st.markdown(escape_text(turn["question"]))  # what was asked, as text
     with st.chat_message("assistant"):
         # Model output and chapter titles are untrusted: no remote images or off-wiki links.
         if ans.refusal:
@@ -61,8 +61,9 @@ def chat_turn(i: int, turn: Mapping[str, Any], kb: Any, show_notice: bool = True
             st.info(ans.notice)
         for c in ans.citations:
             node = kb.nodes.get(c["node_id"])
-            with st.expander(f"[{c['n']}] {breadcrumb(c['breadcrumb'])}"):
-                st.caption(t("`{path}` line {line}", path=c["file_path"], line=c["line"]))
+            # an expander label renders Markdown: a title "![x](url)" would load the URL
+            with st.expander(escape_text(f"[{c['n']}] {breadcrumb(c['breadcrumb'])}")):
+                st.caption(t("{path} line {line}", path=code_span(c["file_path"]), line=c["line"]))
                 # chapter text is untrusted too: no remote images or off-wiki links
                 st.markdown(
                     safe_markdown(node.content) if node else t("_(chapter no longer in the KB)_")

@@ -8,6 +8,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from workbench.answer.safe_markdown import escape_text
 from workbench.eval import analysis as A
 from workbench.eval.attribution import CAUSES
 from workbench.eval.run_record import RunRecord
@@ -169,7 +170,7 @@ def query_story(s: A.QueryStory, kb: Any) -> None:
                     if g.cause
                     else t(":green[found in the top 5]")
                 )
-                st.markdown(f"**{_title(kb, g.node_id)}**  \n{where} · {verdict}")
+                st.markdown(f"**{escape_text(_title(kb, g.node_id))}**  \n{where} · {verdict}")
                 cells = {
                     "vector": g.vector_any if g.vector is None else g.vector,
                     "bm25": g.bm25_any if g.bm25 is None else g.bm25,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from workbench.answer.safe_markdown import escape_text
 from workbench.eval import analysis as A
 from workbench.ui import components as ui
 from workbench.ui import resources, state, tuning_widgets
@@ -96,7 +97,9 @@ def runs_diff(ws: Workspace) -> None:
     st.markdown(
         t("**Gold:**")
         + " "
-        + "; ".join(ui.breadcrumb(kb.nodes[g].breadcrumb) if g in kb.nodes else g for g in gold)
+        + escape_text(
+            "; ".join(ui.breadcrumb(kb.nodes[g].breadcrumb) if g in kb.nodes else g for g in gold)
+        )
     )
     cols = st.columns(len(lists))
     for i, (col, ranked) in enumerate(zip(cols, lists, strict=True)):

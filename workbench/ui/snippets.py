@@ -8,18 +8,17 @@ from dataclasses import dataclass
 
 from engine.cjk import has_cjk
 from engine.lexical import tokenize
+from workbench.answer.safe_markdown import escape_text
 
-# Characters Markdown (and Streamlit's :color[...] directives) give meaning to.
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~:$=^])")
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s.*$", re.MULTILINE)
 _FENCE = re.compile(r"^\s*(```|~~~).*$", re.MULTILINE)
 _MARKUP = re.compile(r"!\[[^\]]*\]\([^)]*\)|\[([^\]]*)\]\([^)]*\)|[*_`]+|^\s*>+", re.MULTILINE)
 _SPACE = re.compile(r"\s+")
 
 
-def escape_markdown(text: str) -> str:
-    """Backslash-escape everything Markdown could read as markup (links, images, HTML)."""
-    return _MD_SPECIAL.sub(r"\\\1", text)
+# Characters Markdown (and Streamlit's :color[...] directives) give meaning to, escaped: one
+# rule for snippets, labels and titles (bare URLs become code, which GFM does not link).
+escape_markdown = escape_text
 
 
 def plain_text(markdown: str) -> str:

@@ -8,7 +8,7 @@ import streamlit as st
 
 from workbench.answer.chat import ANSWER_MODES, DEFAULT_ANSWER_MODE, DEFAULT_TOP_K, answer
 from workbench.answer.drafting import draft_golden_item
-from workbench.answer.safe_markdown import safe_markdown
+from workbench.answer.safe_markdown import escape_text, safe_markdown
 from workbench.eval import golden
 from workbench.ui import chat_turns, resources, state
 from workbench.ui import components as ui
@@ -151,7 +151,7 @@ with ui.guarded(t("Chat")):
     question = st.chat_input(t("Ask the wiki…"), key=state.CHAT_INPUT)
     if question:
         with st.chat_message("user"):
-            st.markdown(question)
+            st.markdown(escape_text(question))
         with st.chat_message("assistant"):
             live = st.empty()
             streamed: list[str] = []

@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from workbench.answer.drafting import draft_queries
+from workbench.answer.safe_markdown import code_span
 from workbench.eval import golden, golden_drift
 from workbench.eval.pooling import pool_candidates
 from workbench.ui import components as ui
@@ -151,11 +152,11 @@ with ui.guarded(t("Golden set")):
                 node = kb.nodes.get(rid)
                 c1.markdown(
                     (
-                        f"{ui.breadcrumb(node.breadcrumb)}  \n"
+                        f"{escape_markdown(ui.breadcrumb(node.breadcrumb))}  \n"
                         if node
                         else t(":red[not in the KB]") + " "
                     )
-                    + f"`{rid}`"
+                    + code_span(rid)
                 )
                 if c2.button(t("Remove"), key=state.item_key(state.GOLDEN_REMOVE, j)):
                     rel = tuple(r for r in target.relevant if r != rid)
@@ -194,7 +195,8 @@ with ui.guarded(t("Golden set")):
             if pick is not None:
                 preview = plain_text(kb.nodes[pick].content)
                 st.caption(
-                    f"`{pick}` · {kb.nodes[pick].file_path}:{kb.nodes[pick].line}  \n"
+                    f"{code_span(pick)} · "
+                    f"{escape_markdown(f'{kb.nodes[pick].file_path}:{kb.nodes[pick].line}')}  \n"
                     + escape_markdown(preview[:300] + ("…" if len(preview) > 300 else ""))
                 )
             add_col, draft_col = st.columns(2)
@@ -227,7 +229,9 @@ with ui.guarded(t("Golden set")):
                 for i, r in enumerate(resp.results, 1):
                     c1, c2 = st.columns([5, 1])
                     mark = " ✅" if r.node_id in target.relevant else ""
-                    c1.markdown(f"{i}. **{ui.breadcrumb(r.breadcrumb)}** ({r.score:.3f}){mark}")
+                    c1.markdown(
+                        f"{i}. **{escape_markdown(ui.breadcrumb(r.breadcrumb))}** ({r.score:.3f}){mark}"
+                    )
                     if c2.button(
                         t("Add"), key=state.item_key(state.GOLDEN_ADD_HIT, i), disabled=bool(mark)
                     ):

@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from engine.config import field_spec
+from workbench.answer.safe_markdown import code_span, escape_text, safe_markdown
 from workbench.ui import components as ui
 from workbench.ui import resources, state
 from workbench.ui.i18n import t
@@ -102,13 +103,14 @@ with ui.guarded(t("Knowledge base")):
             state.set_selected_node(choice)
             current = choice
         node = kb.nodes[current]
-        st.markdown(f"**{ui.breadcrumb(node.breadcrumb)}**")
+        # titles, paths and front matter are wiki text: shown as text, never as Markdown
+        st.markdown(f"**{escape_text(ui.breadcrumb(node.breadcrumb))}**")
         meta = [
-            t("`{path}` line {line}", path=node.file_path, line=node.line),
-            f"id `{node.node_id}`",
+            t("{path} line {line}", path=code_span(node.file_path), line=node.line),
+            f"id {code_span(node.node_id)}",
         ]
         meta += [
-            f"{k} `{v}`"
+            f"{k} {code_span(str(v))}"
             for k, v in (
                 (t("type"), node.doc_type),
                 (t("priority"), node.priority),
@@ -118,12 +120,14 @@ with ui.guarded(t("Knowledge base")):
         ]
         st.caption(t(" · ").join(meta))
         if node.keywords:
-            st.caption(t("keywords: ") + ", ".join(node.keywords))
+            st.caption(t("keywords: ") + escape_text(", ".join(node.keywords)))
         body = node.content.strip()
         if body.startswith("#"):  # the heading line repeats the breadcrumb's last title
             body = body.partition("\n")[2].strip()
         with st.container(border=True, height=420 if len(body) > 1200 else "content"):
-            st.markdown(body or t("_(no text of its own: open one of its chapters below)_"))
+            st.markdown(
+                safe_markdown(body) or t("_(no text of its own: open one of its chapters below)_")
+            )
         kids = kb.children(node.node_id)
         nav = ([node.parent_id] if node.parent_id else []) + [k.node_id for k in kids]
         if nav:
@@ -131,7 +135,9 @@ with ui.guarded(t("Knowledge base")):
                 t("Go to parent / chapters inside"),
                 nav,
                 key=state.item_key(state.KB_NAV, node.node_id),
-                format_func=lambda i: ("↑ " if i == node.parent_id else "") + kb.nodes[i].title,
+                format_func=lambda i: (
+                    ("↑ " if i == node.parent_id else "") + escape_text(kb.nodes[i].title)
+                ),
             )
             if go:
                 state.set_selected_node(go)
@@ -256,6 +262,8 @@ with ui.guarded(t("Knowledge base")):
                         state.set_selected_node(r.node_id)
                         st.rerun()
                     for j, child in enumerate(kb.children(r.node_id)[:3], 1):
-                        if b[j].button(f"↳ {child.title}", key=state.item_key(state.KB_OPEN, i, j)):
+                        if b[j].button(
+                            f"↳ {escape_text(child.title)}", key=state.item_key(state.KB_OPEN, i, j)
+                        ):
                             state.set_selected_node(child.node_id)
                             st.rerun()
