@@ -2,19 +2,24 @@
 exported, and replayed under another config so an answer-level change can be judged like a
 retrieval one.
 
-Stored in SQLite (`experiments/<kb>/chats.sqlite`, stdlib, one writer at a time, readers
-never blocked in WAL mode). What is stored passes through ``ChatAnswer.to_dict``, which
-redacts anything key-like: keys are never stored.
+Stored in SQLite (`experiments/<kb>/chats.sqlite`, stdlib, readers never blocked in WAL
+mode). Every write is one ``BEGIN IMMEDIATE`` transaction: the turn number is read and the
+turn inserted under the write lock, so concurrent ``ask --save`` to one conversation cannot
+pick the same number; a writer that finds the lock held waits (SQLite's busy timeout, then
+retries with backoff) instead of failing. What is stored passes through
+``ChatAnswer.to_dict``, which redacts anything key-like: keys are never stored.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import random
 import sqlite3
+import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -24,6 +29,10 @@ from workbench.answer.chat_answer import ChatAnswer
 
 FILE = "chats.sqlite"
 TITLE_CHARS = 80
+# SQLite's own wait for a lock per attempt, and how long in all a writer keeps trying: a
+# long answer being saved holds the lock for milliseconds, so a minute is a stuck process.
+_BUSY_TIMEOUT_S = 5.0
+_BUSY_WAIT_S = 60.0
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS conversations (
@@ -118,18 +127,57 @@ class ChatStore:
     def __init__(self, folder: str | Path) -> None:
         self.path = Path(folder) / FILE
 
-    @contextmanager
-    def _db(self) -> Iterator[sqlite3.Connection]:
+    def _open(self) -> sqlite3.Connection:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        con = sqlite3.connect(self.path, timeout=30)
+        # isolation_level=None: no implicit transactions; each one is begun explicitly below
+        con = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_S, isolation_level=None)
         try:
             con.execute("PRAGMA journal_mode=WAL")
             con.execute("PRAGMA foreign_keys=ON")
             con.executescript(_SCHEMA)
-            with con:  # one transaction: committed on success, rolled back on error
-                yield con
-        except sqlite3.DatabaseError as exc:
-            raise EngineError(f"chat history {self.path} is unreadable ({exc})") from exc
+        except BaseException:
+            con.close()
+            raise
+        return con
+
+    def _begin(self, write: bool) -> sqlite3.Connection:
+        """A connection inside a transaction: IMMEDIATE (the write lock taken now) for writes."""
+        deadline = time.monotonic() + _BUSY_WAIT_S
+        delay = 0.05
+        while True:
+            con = None
+            try:
+                con = self._open()
+                con.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+                return con
+            except sqlite3.DatabaseError as exc:
+                if con is not None:
+                    con.close()
+                if not _busy(exc) or time.monotonic() + delay > deadline:
+                    raise self._error(exc) from exc
+            time.sleep(delay * random.uniform(0.5, 1.5))  # jittered: writers do not march
+            delay = min(delay * 2, 1.0)
+
+    def _error(self, exc: sqlite3.DatabaseError) -> EngineError:
+        if _busy(exc):
+            return EngineError(
+                f"chat history {self.path} stayed locked by another process for "
+                f"{_BUSY_WAIT_S:.0f} s; nothing was saved, try again"
+            )
+        return EngineError(f"chat history {self.path} could not be used ({exc}); it was left as is")
+
+    @contextmanager
+    def _db(self, write: bool = False) -> Iterator[sqlite3.Connection]:
+        con = self._begin(write)
+        try:
+            yield con
+            con.execute("COMMIT")
+        except BaseException as exc:
+            with suppress(sqlite3.Error):
+                con.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.DatabaseError):
+                raise self._error(exc) from exc
+            raise
         finally:
             con.close()
 
@@ -138,7 +186,7 @@ class ChatStore:
         cid = uuid.uuid4().hex[:12]
         title = " ".join(first_question.split())[:TITLE_CHARS] or "(untitled)"
         now = _now()
-        with self._db() as con:
+        with self._db(write=True) as con:
             con.execute(
                 "INSERT INTO conversations (id, title, created, updated) VALUES (?, ?, ?, ?)",
                 (cid, title, now, now),
@@ -151,7 +199,7 @@ class ChatStore:
         """Append one answer (a ChatAnswer or its dict) and return its turn number."""
         data = answer.to_dict() if hasattr(answer, "to_dict") else dict(answer)
         now = _now()
-        with self._db() as con:
+        with self._db(write=True) as con:
             if (
                 con.execute(
                     "SELECT 1 FROM conversations WHERE id = ?", (conversation_id,)
@@ -210,17 +258,68 @@ class ChatStore:
                 "WHERE conversation_id = ? ORDER BY n",
                 (conversation_id,),
             ).fetchall()
-        turns = tuple(Turn(n, c, lab, h, json.loads(a)) for n, c, lab, h, a in rows)
+        turns = tuple(
+            Turn(n, c, lab, h, _stored_answer(a, f"turn {n} of conversation {conversation_id}"))
+            for n, c, lab, h, a in rows
+        )
         cid, title, created, updated = head
         return Conversation(cid, title, created, updated, turns=turns)
 
     def delete(self, conversation_id: str) -> None:
-        with self._db() as con:
+        with self._db(write=True) as con:
             con.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
 
 
-def answer_from_dict(data: dict[str, Any]) -> ChatAnswer:
-    """A stored turn back as a ChatAnswer (unknown keys from newer records are ignored)."""
+def _busy(exc: sqlite3.DatabaseError) -> bool:
+    return isinstance(exc, sqlite3.OperationalError) and any(
+        w in str(exc).lower() for w in ("locked", "busy")
+    )
+
+
+def _stored_answer(raw: Any, where: str) -> dict[str, Any]:
+    try:
+        data = json.loads(raw)
+    except (TypeError, ValueError) as exc:
+        raise EngineError(f"chat history: {where} is not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise EngineError(f"chat history: {where} is a JSON {type(data).__name__}, not an object")
+    answer_from_dict(data, where)  # the shape checked once, here, for every reader
+    return data
+
+
+# What a stored answer must hold to be shown or used as history (newer keys are ignored).
+_REQUIRED: dict[str, type | tuple[type, ...]] = {
+    "question": str,
+    "answer": str,
+    "citations": list,
+    "refusal": bool,
+    "mode": str,
+    "retrieved": list,
+    "trace": list,
+    "rounds": int,
+}
+_OPTIONAL: dict[str, type | tuple[type, ...]] = {
+    "notice": (str, type(None)),
+    "query": str,
+    "took_ms": (int, float),
+}
+
+
+def answer_from_dict(data: Any, where: str = "a stored turn") -> ChatAnswer:
+    """A stored turn back as a ChatAnswer; a one-line EngineError when it has the wrong
+    shape (a hand-edited or foreign record), never a traceback."""
+    if not isinstance(data, dict):
+        raise EngineError(f"chat history: {where} is a {type(data).__name__}, not an object")
+    for key, kind in (_REQUIRED | _OPTIONAL).items():
+        if key not in data:
+            if key in _REQUIRED:
+                raise EngineError(f"chat history: {where} has no {key!r}")
+            continue
+        value = data[key]
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise EngineError(f"chat history: {where} has {key!r} of type {type(value).__name__}")
+        if isinstance(value, list) and not all(isinstance(x, dict) for x in value):
+            raise EngineError(f"chat history: {where} has {key!r} items that are not objects")
     names = {f.name for f in fields(ChatAnswer)}
     return ChatAnswer(**{k: v for k, v in data.items() if k in names})
 

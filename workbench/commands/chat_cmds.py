@@ -52,7 +52,10 @@ def _ask(args: argparse.Namespace) -> int:
 
         store = ChatStore(ws.experiments)
         if args.save != "new":
-            history = [answer_from_dict(t.answer) for t in store.load(args.save).turns]
+            history = [
+                answer_from_dict(t.answer, f"turn {t.n} of conversation {args.save}")
+                for t in store.load(args.save).turns
+            ]
             cid = args.save
     ans = answer(
         args.question, engine, cfg, history=history, llm=llm, mode=args.mode, top_k=args.top_k

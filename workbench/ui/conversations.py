@@ -38,7 +38,7 @@ def open_conversation(conv: Conversation) -> None:
         state.add_chat_turn(
             {
                 "question": turn.question,
-                "answer": answer_from_dict(turn.answer),
+                "answer": answer_from_dict(turn.answer, f"turn {turn.n} of conversation {conv.id}"),
                 "config": turn.config_label,
             }
         )
