@@ -65,16 +65,17 @@ def test_trec_run_ranks_each_query_as_evaluated(source) -> None:
 
 
 def test_trec_qrels_use_graded_golden_labels_when_given_else_the_records(source) -> None:
-    assert render("trec-qrels", source) == "q1 0 d#a 1\nq2 0 d#b 1\nq3 0 d#c 1\nq3 0 d#z 1\n"
+    # A listed chapter without a grade is "relevant", grade 2 on the judging scale.
+    assert render("trec-qrels", source) == "q1 0 d#a 2\nq2 0 d#b 2\nq3 0 d#c 2\nq3 0 d#z 2\n"
     gs = GoldenSet(
         "g",
         (
-            GoldenItem("q1", "x", ("d#a", "d#b"), grades={"d#a": 2}),
+            GoldenItem("q1", "x", ("d#a", "d#b"), grades={"d#a": 3}),
             GoldenItem("q9", "y", (), unanswerable=True),
         ),
     )
     graded = ExportSource(source.record, "hybrid", qrels=golden_qrels(gs))
-    assert render("trec-qrels", graded) == "q1 0 d#a 2\nq1 0 d#b 1\n"
+    assert render("trec-qrels", graded) == "q1 0 d#a 3\nq1 0 d#b 2\n"
 
 
 def test_trec_lines_are_written_only_by_the_trec_module() -> None:

@@ -203,4 +203,4 @@ def test_cli_writes_every_format_from_the_latest_run(tmp_path, monkeypatch):
         assert main(["report", "--format", fmt, "--no-scorecard", "--out", str(out)]) == 0
         assert out.read_text(encoding="utf-8")
     assert (tmp_path / "r.trec-run").read_text().splitlines()[0].startswith("q1 Q0 d#a 1 ")
-    assert "q3 0 d#z 1" in (tmp_path / "r.trec-qrels").read_text()
+    assert "q3 0 d#z 2" in (tmp_path / "r.trec-qrels").read_text()

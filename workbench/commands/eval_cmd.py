@@ -13,6 +13,7 @@ from workbench.commands import common
 from workbench.eval import golden
 from workbench.eval.attribution import CAUSES
 from workbench.eval.evaluate import EvalRun, save_run
+from workbench.eval.unjudged import share_line, unjudged_share
 from workbench.progress import StderrBar
 
 TABLE_MEASURES = ("recall", "precision", "hit", "ndcg", "hrecall", "hndcg", "mrr")
@@ -146,6 +147,7 @@ def format_run(run: EvalRun, answers: dict | None = None) -> str:
                 f"{m:<11}" + "".join(f"{means.get(f'{m}@{k}', 0):>8.3f}" for k in TABLE_KS)
             )
         lines.append(f"MRR {means.get('mrr', 0):.3f}   MAP {means.get('map', 0):.3f}")
+        lines.append(share_line(mode, unjudged_share(run, mode)))
         for by in ("difficulty", "category", "language"):
             rows = run.breakdown(mode, by)
             parts = [

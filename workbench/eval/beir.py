@@ -276,7 +276,10 @@ def import_beir(
             item["grades"] = {node_ids[d]: judged[d] for d in ranked[:MAX_RELEVANT]}
         items.append(item)
 
-    dataset = {"name": name or folder.resolve().name, "queries": items}
+    dataset: dict[str, Any] = {"name": name or folder.resolve().name}
+    if any("grades" in i for i in items):
+        dataset["relevant_grade"] = 1  # BEIR's scale: any positive grade is relevant
+    dataset["queries"] = items
     text = yaml.safe_dump(dataset, allow_unicode=True, sort_keys=False, width=10_000)
     atomic_write_text(Path(dataset_out), text)
     return BeirImport(

@@ -173,6 +173,8 @@ class EvalRun:
         return sum(1 for r in self.results if r.error)
 
     def summary(self) -> dict[str, Any]:
+        from workbench.eval.unjudged import unjudged_share  # builds on this module
+
         return {
             mode: {
                 "means": self.means(mode),
@@ -182,6 +184,7 @@ class EvalRun:
                 "by_language": self.breakdown(mode, "language"),
                 "failures": self.failures(mode),
                 "queries": len(self.for_mode(mode)),
+                "unjudged_at_10": round(unjudged_share(self, mode), 4),
             }
             for mode in self.modes
         }
@@ -294,7 +297,9 @@ class Evaluator:
             return QueryResult(item, mode, [], _zero_metrics(), 0.0, [], None, error=str(exc))
         hierarchy = parent_function(getattr(self.engine, "kb", None))
         ids = [r.node_id for r in ranked]
-        values = M.evaluate_query(ids, item.qrels, _measures(), hierarchy)
+        values = M.evaluate_query(
+            ids, item.qrels, _measures(), hierarchy, relevance_level=item.relevant_grade
+        )
         latency = _mode_latency(cands, cand_ms, mode) + rerank_ms[0] + min(rank_ms, 1000.0)
         fusion_ranks = {nid: i + 1 for i, (nid, _) in enumerate(composed.fused)}
         attribution = attribute(

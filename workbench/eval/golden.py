@@ -23,6 +23,7 @@ from engine.atomic import atomic_write_text
 from engine.cjk import cjk_count
 from engine.errors import ConfigError, EngineError, yaml_error_summary
 from engine.yaml_safe import refuse_aliases, short
+from workbench.eval import judgments as J
 from workbench.eval.golden_drift import suggest_ids
 
 DIFFICULTIES = ("easy", "medium", "hard")
@@ -62,6 +63,10 @@ class GoldenItem:
     split: str = "tune"
     unanswerable: bool = False
     grades: Mapping[str, int] = field(default_factory=dict)  # optional graded relevance
+    # Not part of the YAML item: the combined grades of the judgments file beside the set,
+    # and the set's binary threshold (both set by load()).
+    judged: Mapping[str, int] = field(default_factory=dict, compare=False)
+    relevant_grade: int = field(default=J.DEFAULT_RELEVANT_GRADE, compare=False)
 
     @property
     def language(self) -> str:
@@ -72,7 +77,11 @@ class GoldenItem:
 
     @property
     def qrels(self) -> dict[str, int]:
-        return {nid: int(self.grades.get(nid, 1)) for nid in self.relevant}
+        """Chapter -> grade: the listed chapters (their ``grades`` value, else the relevance
+        threshold), overridden by the judgments file's combined grades."""
+        out = {nid: int(self.grades.get(nid, self.relevant_grade)) for nid in self.relevant}
+        out.update(self.judged)
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"id": self.id, "query": self.query}
@@ -115,8 +124,17 @@ class GoldenSet:
 
     @property
     def content_hash(self) -> str:
+        """The version of the questions and their judgments that every run records."""
         text = repr([i.to_dict() for i in self.items])
+        judged = {i.id: i.judged for i in self.items if i.judged}
+        level = {i.relevant_grade for i in self.items} - {J.DEFAULT_RELEVANT_GRADE}
+        if judged or level:  # a set without judgments keeps the hash it always had
+            text += J.digest(judged) + repr(sorted(level))
         return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+
+    @property
+    def judgments_path(self) -> Path | None:
+        return J.path_for(self.path) if self.path else None
 
 
 @dataclass(frozen=True)
@@ -160,7 +178,15 @@ def load(path: str | Path) -> GoldenSet:
         raise GoldenSetError(
             f"golden set {p} is not UTF-8 text ({exc}); re-save it as UTF-8"
         ) from exc
-    return parse(text, path=p, sha256=hashlib.sha256(raw).hexdigest())
+    gs = parse(text, path=p, sha256=hashlib.sha256(raw).hexdigest())
+    return with_judgments(gs, J.read(J.path_for(p)))
+
+
+def with_judgments(gs: GoldenSet, judgments: Iterable[J.Judgment]) -> GoldenSet:
+    """``gs`` with each item's combined judged grades attached (used by every measure)."""
+    grades = J.consensus(judgments)
+    items = tuple(replace(i, judged=grades.get(i.id, {})) for i in gs.items)
+    return replace(gs, items=items)
 
 
 def parse(text: str, path: Path | None = None, sha256: str = "") -> GoldenSet:
@@ -187,6 +213,10 @@ def parse(text: str, path: Path | None = None, sha256: str = "") -> GoldenSet:
             raise GoldenSetError(f"query #{n} must be a mapping with id, query, relevant")
         items.append(_item(q, n))
     name = str(data.get("name") or (path.stem if path else "golden"))
+    level = data.get("relevant_grade", J.DEFAULT_RELEVANT_GRADE)
+    if isinstance(level, bool) or not isinstance(level, int) or level < 1:
+        raise GoldenSetError(f"`relevant_grade` must be a whole number >= 1; got {short(level)}")
+    items = [replace(i, relevant_grade=level) for i in items]
     return GoldenSet(name=name, items=tuple(items), path=path, sha256=sha256)
 
 
@@ -446,7 +476,10 @@ def save(gs: GoldenSet, path: str | Path | None = None, *, force: bool = False) 
 
 
 def with_item(gs: GoldenSet, item: GoldenItem) -> GoldenSet:
-    """Add or replace (by id) one item."""
+    """Add or replace (by id) one item; an edit keeps the judgments of the item it replaces."""
+    old = gs.get(item.id)
+    if old is not None and not item.judged:
+        item = replace(item, judged=old.judged, relevant_grade=old.relevant_grade)
     items = [i for i in gs.items if i.id != item.id]
     idx = next((n for n, i in enumerate(gs.items) if i.id == item.id), len(items))
     items.insert(idx, item)

@@ -113,6 +113,7 @@ class _Query:
     ranked: tuple[str, ...]
     grades: tuple[int, ...]  # grade of each ranked document (0 if unjudged)
     relevant: frozenset[str]
+    relevant_grades: Mapping[str, int]  # grade of each relevant document, ranked or not
     judged: frozenset[str]
     ideal: tuple[int, ...]  # positive judged grades, descending
     num_nonrel_judged: int
@@ -208,8 +209,9 @@ def _hndcg(q: _Query, k: int | None) -> float:
     if ideal <= 0.0:
         return 0.0
     top = q.ranked[: q.depth(k)]
-    grade = dict(zip(q.ranked, q.grades, strict=True))
-    rel_grades = {r: max(grade.get(r, 0), 1) for r in q.relevant}
+    # The qrels' grade, also for a relevant chapter the ranking missed: its neighbours'
+    # partial credit scales with it, as the ideal DCG does.
+    rel_grades = {r: max(g, 1) for r, g in q.relevant_grades.items()}
     gains = tree_gains(top, rel_grades, q.hierarchy)
     return sum(g / math.log2(i + 2) for i, g in enumerate(gains) if g > 0) / ideal
 
@@ -360,6 +362,7 @@ def _prepare(
         ranked=ranked,
         grades=tuple(int(qrels.get(d, 0)) for d in ranked),
         relevant=frozenset(d for d, g in qrels.items() if g >= relevance_level),
+        relevant_grades={d: int(g) for d, g in qrels.items() if g >= relevance_level},
         judged=frozenset(qrels),
         ideal=tuple(sorted((int(g) for g in qrels.values() if g > 0), reverse=True)),
         num_nonrel_judged=sum(1 for g in qrels.values() if g < relevance_level),

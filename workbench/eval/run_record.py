@@ -177,6 +177,8 @@ class ModeSummary:
     by_language: Mapping[str, Mapping[str, float]]
     failures: Mapping[str, Sequence[str]]  # cause -> query ids
     queries: int
+    # Share of the top 10 no one had judged when the run was scored (None: older records).
+    unjudged_at_10: float | None = None
 
     @classmethod
     def read(cls, r: FieldReader) -> ModeSummary:
@@ -193,10 +195,11 @@ class ModeSummary:
             by_language=groups("by_language"),
             failures={cause: list(f.texts(cause)) for cause in f.data},
             queries=r.integer("queries"),
+            unjudged_at_10=r.opt_number("unjudged_at_10") if "unjudged_at_10" in r.data else None,
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "means": self.means,
             "latency": self.latency,
             "by_difficulty": self.by_difficulty,
@@ -205,6 +208,9 @@ class ModeSummary:
             "failures": self.failures,
             "queries": self.queries,
         }
+        if self.unjudged_at_10 is not None:
+            out["unjudged_at_10"] = self.unjudged_at_10
+        return out
 
     def breakdown(self, by: str) -> Mapping[str, Mapping[str, float]]:
         """Mean measures per group; ``by`` is difficulty | category | language."""

@@ -175,7 +175,13 @@ class TrialScorer:
             # items would cost most of a trial. tests/workbench/test_trial_scoring.py
             # checks these values against a full evaluation run.
             ids = [nid for nid, _ in fuse(cands, cfg, mode, pool)[:depth]]
-            values = M.evaluate_query(ids, item.qrels, (self._measure,), self.parent_of)
+            values = M.evaluate_query(
+                ids,
+                item.qrels,
+                (self._measure,),
+                self.parent_of,
+                relevance_level=item.relevant_grade,
+            )
             out[item.id] = values[self.measure]
         self._memo[key] = out
         return out

@@ -47,6 +47,7 @@ def golden_frame(gs: GoldenSet) -> pd.DataFrame:
 def frame_golden(df: pd.DataFrame, base: GoldenSet) -> GoldenSet:
     """The edited table back as a GoldenSet (new rows get the next free id)."""
     items = []
+    base_level = base.items[0].relevant_grade if base.items else golden.J.DEFAULT_RELEVANT_GRADE
     taken = [str(i) for i in df["id"].tolist() if isinstance(i, str) and i.strip()]
     for row in df.to_dict("records"):
         query = _text(row.get("query"))
@@ -69,6 +70,8 @@ def frame_golden(df: pd.DataFrame, base: GoldenSet) -> GoldenSet:
                 split=_text(row.get("split")) or golden.default_split(item_id),
                 unanswerable=_flag(row.get("unanswerable")),
                 grades=old.grades if old is not None else {},
+                judged=old.judged if old is not None else {},
+                relevant_grade=old.relevant_grade if old is not None else base_level,
             )
         )
     return GoldenSet(base.name, tuple(items), base.path, base.sha256)
