@@ -9,6 +9,8 @@ from engine.errors import EngineError
 from engine.tree import KnowledgeBase, parse_kb
 from workbench.commands.common import add_kb_args, info, print_json, workspace
 from workbench.eval import golden, golden_drift
+from workbench.eval.health import GoldenHealth, format_health, golden_health
+from workbench.workspace import Workspace
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -34,6 +36,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     dr.add_argument("node_ids", nargs="+", metavar="NODE_ID")
     dr.add_argument("--apply", action="store_true", help="append the drafts to the golden set")
     dr.set_defaults(func=_draft)
+    h = gs.add_parser(
+        "health", help="size, judged depth, unjudged share, saturation, minimum detectable effect"
+    )
+    add_kb_args(h)
+    h.set_defaults(func=_health)
     p.set_defaults(func=lambda a: p.print_help())
 
 
@@ -145,4 +152,31 @@ def _draft(args: argparse.Namespace) -> int:
             gs = golden.with_item(gs, golden.item_from_dict(d))
         saved = golden.save(gs)
         info(f"added {len(drafts)} drafts to {saved.path}; review them before the next eval")
+    return 0
+
+
+def health_of(ws: Workspace, gs: golden.GoldenSet) -> GoldenHealth:
+    """The set's health from this KB's saved runs and experiment log (CLI and UI)."""
+    from workbench.eval.evaluate import list_runs
+    from workbench.eval.record_schema import RunRecordError
+    from workbench.eval.run_record import load_run_record
+    from workbench.tune.experiment_store import ExperimentStore
+
+    runs = []
+    for path in list_runs(ws.runs_dir):
+        try:
+            runs.append(load_run_record(path).to_run())
+        except RunRecordError as exc:
+            info(f"skipped: {exc}")
+    records = ExperimentStore(ws.experiments).load_records()
+    return golden_health(gs, experiments=records, runs=runs, baseline_hash=ws.load_config().hash)
+
+
+def _health(args: argparse.Namespace) -> int:
+    ws = workspace(args)
+    h = health_of(ws, golden.load(ws.dataset))
+    if args.json:
+        print_json(h.to_dict())
+    else:
+        sys.stdout.write(format_health(h))
     return 0
