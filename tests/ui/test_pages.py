@@ -275,6 +275,10 @@ def test_experiments_search_shows_study_and_figures(ui_copy):
     at = open_page("experiments")
     at.number_input(key=state.OPTIMIZE_TRIALS).set_value(6)
     at.number_input(key=state.OPTIMIZE_FOLDS).set_value(2)
+    # The page's copy of the set is too small for a full search: it says so first.
+    assert any("too small for this search" in w.value for w in at.warning)
+    assert at.button(key=state.OPTIMIZE_SEARCH).disabled
+    at.checkbox(key=state.OPTIMIZE_YES).check().run()
     at.button(key=state.OPTIMIZE_SEARCH).click().run()
     assert not at.exception
     assert any("6 trials, 2-fold CV" in s.value for s in at.success)

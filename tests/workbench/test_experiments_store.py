@@ -169,7 +169,7 @@ def test_cli_try_is_refused_with_who_holds_the_lock(ws: Path, capsys) -> None:
         for argv in (
             ["experiment", "try", "--kb", "kb", "--set", "fusion.k=30"],
             ["experiment", "restore", "--kb", "kb", "0"],
-            ["optimize", "--kb", "kb", "--trials", "1"],
+            ["optimize", "--kb", "kb", "--trials", "1", "--yes"],
         ):
             assert main(argv) == 2
             err = capsys.readouterr().err

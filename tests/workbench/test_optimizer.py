@@ -35,7 +35,7 @@ def _ev(ws):
 
 
 def test_seeded_optimize_finds_the_known_better_config_and_submits_one_experiment(ws) -> None:
-    out = optimize(ws, _ev(ws), trials=25, seed=3, k_folds=3)
+    out = optimize(ws, _ev(ws), trials=25, seed=3, k_folds=3, yes=True)
     study = out.study
     assert len(study.trials) == 25 and study.trials[0].changes == 0  # trial 0: the baseline
     pick = study.trial(study.pick)
@@ -81,14 +81,14 @@ def test_timeout_stops_the_search(ws) -> None:
 
 
 def test_dry_run_writes_nothing(ws) -> None:
-    out = optimize(ws, _ev(ws), trials=6, seed=1, k_folds=3, dry_run=True)
+    out = optimize(ws, _ev(ws), trials=6, seed=1, k_folds=3, yes=True, dry_run=True)
     assert out.sidecar is None
     assert ExperimentStore(ws.experiments).load_records() == []
     assert not (ws.experiments / "studies").exists()
 
 
 def test_figures_build_from_the_stored_study(ws) -> None:
-    out = optimize(ws, _ev(ws), trials=20, seed=2, k_folds=3, dry_run=True)
+    out = optimize(ws, _ev(ws), trials=20, seed=2, k_folds=3, yes=True, dry_run=True)
     stored = Study.from_dict(json.loads(json.dumps(out.study.to_dict())))
     figs = study_figures(stored)
     assert set(figs) == {"history", "importance"}
@@ -107,7 +107,7 @@ def test_cli_optimize_search_and_catalog_flags(ws, capsys) -> None:
     assert "--trials" in capsys.readouterr().err
     assert main(["optimize", "--kb", "kb", "--trials", "0"]) == 2
     assert "--trials" in capsys.readouterr().err
-    rc = main(["optimize", "--kb", "kb", "--trials", "8", "--folds", "3", "--dry-run"])
+    rc = main(["optimize", "--kb", "kb", "--trials", "8", "--folds", "3", "--dry-run", "--yes"])
     assert rc == 0
     out = capsys.readouterr().out
     assert "8 trials" in out and "3-fold CV" in out
@@ -119,7 +119,7 @@ def test_html_report_carries_the_study_figures(ws) -> None:
     from workbench.export.markdown_report import render_markdown
     from workbench.export.report import build_report
 
-    out = optimize(ws, _ev(ws), trials=12, seed=4, k_folds=3)
+    out = optimize(ws, _ev(ws), trials=12, seed=4, k_folds=3, yes=True)
     base = ExperimentStore(ws.experiments).baseline_config()
     run = evaluator(ws, base).run(golden.load(ws.dataset), base, modes=[base.search.mode])
     report = build_report(ws, RunRecord.from_run(run))
@@ -143,7 +143,7 @@ def test_optimize_refuses_while_another_writer_holds_the_lock(ws) -> None:
     try:
         assert ready.wait(30)
         with pytest.raises(ExperimentBusyError):
-            optimize(ws, _ev(ws), trials=3, seed=0, k_folds=3)
+            optimize(ws, _ev(ws), trials=3, seed=0, k_folds=3, yes=True)
         assert store.load_records() == []
     finally:
         release.set()
@@ -154,3 +154,77 @@ def _hold_lock(folder: str, ready, release) -> None:
     with ExperimentStore(folder).lock("test holder"):
         ready.set()
         release.wait(30)
+
+
+def _never_called(cfg):
+    raise AssertionError("the search ran although the set is too small for it")
+
+
+def test_optimize_on_a_set_below_its_guard_says_so_before_searching(ws, capsys) -> None:
+    from workbench.cli import main
+    from workbench.tune.size_guard import SearchTooLargeError
+
+    # 18 tune queries for the whole space: fewer than 10 a parameter.
+    with pytest.raises(SearchTooLargeError, match=r"18 tune queries for \d+ searched parameters"):
+        optimize(ws, _never_called, trials=3, k_folds=3)
+    assert main(["optimize", "--kb", "kb", "--trials", "3"]) == 2
+    err = capsys.readouterr().err
+    assert "golden set too small for this search" in err and "--narrow to search 1" in err
+    assert err.count("\n") == 1 and not ExperimentStore(ws.experiments).load_records()
+
+
+def test_narrow_searches_only_what_the_set_carries_and_says_so(ws) -> None:
+    out = optimize(ws, _ev(ws), trials=4, seed=0, k_folds=3, narrow=True, dry_run=True)
+    assert [s["key"] for s in out.study.space] == ["search.mode"]  # 18 queries carry 1
+    assert "--narrow: searching search.mode only" in out.study.notes[0]
+
+
+def test_params_names_the_keys_to_search_and_refuses_unknown_ones(ws) -> None:
+    from engine.errors import EngineError
+
+    out = optimize(ws, _ev(ws), trials=3, k_folds=3, params=["fusion.k"], dry_run=True)
+    assert [s["key"] for s in out.study.space] == ["fusion.k"]
+    with pytest.raises(EngineError, match="--params: nope not in the search space"):
+        optimize(ws, _never_called, trials=3, k_folds=3, params=["nope"])
+
+
+def _study(folds: dict[int, list[float]], changes: dict[int, int]) -> Study:
+    from workbench.tune.study import TrialRow, pick_trial
+
+    rows = [TrialRow(n, {}, sum(f) / len(f), f, changes[n], 0.0) for n, f in sorted(folds.items())]
+    best, pick = pick_trial(rows, 3)
+    return Study(
+        "s", "", "kb", "kb", "h", "b", "mrr", 3, 0, 18, [6, 6, 6], [], {}, rows,
+        folds[0], best, pick, {}, 0.0, "trials",
+    )  # fmt: skip
+
+
+def test_the_decision_uses_outer_folds_and_reports_the_optimism() -> None:
+    from workbench.tune.optimizer import confirmation
+
+    # Trial 1 beats the baseline on tune by more than one SE (0.700 vs 0.500), but a pick
+    # made without fold 0 or 1 is the baseline, and without fold 2 it is trial 1, which
+    # loses on fold 2: gains 0, 0, -0.1.
+    study = _study({0: [0.5, 0.5, 0.5], 1: [0.9, 0.8, 0.4]}, {0: 0, 1: 1})
+    assert study.pick == 1
+    assert study.confirmed_gains() == pytest.approx([0.0, 0.0, -0.1])
+    o = study.optimism()
+    assert o["tune_gain"] == pytest.approx(0.2)
+    assert o["confirmed_gain"] == pytest.approx(-0.1 / 3)
+    assert o["optimism"] == pytest.approx(0.2 + 0.1 / 3)
+    crit = confirmation(study)
+    assert not crit.passed and crit.value == pytest.approx(-0.1 / 3)
+    # A gain every fold confirms goes through.
+    good = _study({0: [0.5, 0.5, 0.5], 1: [0.8, 0.85, 0.9]}, {0: 0, 1: 1})
+    assert good.confirmed_gains() == pytest.approx([0.3, 0.35, 0.4])
+    assert confirmation(good).passed
+
+
+def test_every_optimizer_experiment_records_its_optimism(ws) -> None:
+    out = optimize(ws, _ev(ws), trials=25, seed=3, k_folds=3, yes=True, dry_run=True)
+    assert out.experiment is not None
+    summary = out.experiment.extra["optimize"]
+    assert summary["optimism"] == pytest.approx(summary["tune_gain"] - summary["confirmed_gain"])
+    assert "optimism" in out.experiment.notes
+    names = [c.name for c in out.experiment.decision.criteria]
+    assert "nested-CV gain on unseen folds" in names

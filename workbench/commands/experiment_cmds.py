@@ -68,6 +68,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     o.add_argument("--dry-run", action="store_true", help="search and decide but write nothing")
     o.add_argument(
+        "--yes", action="store_true", help="search even when the golden set is too small for it"
+    )
+    o.add_argument(
+        "--narrow", action="store_true", help="search only the parameters the set can carry"
+    )
+    o.add_argument("--params", default=None, help="comma list of keys to search (default: all)")
+    o.add_argument(
         "--catalog", action="store_true", help="walk the strategy catalog one change at a time"
     )
     o.add_argument("--budget", type=int, default=None, help="--catalog: max experiments (10)")
@@ -231,6 +238,9 @@ def _optimize(args: argparse.Namespace) -> int:
         ("--folds", args.folds),
         ("--measure", args.measure),
         ("--dry-run", args.dry_run or None),
+        ("--yes", args.yes or None),
+        ("--narrow", args.narrow or None),
+        ("--params", args.params),
     )
     search_only = [f for f, v in search_flags if v is not None]
     if args.catalog and search_only:
@@ -247,7 +257,7 @@ def _optimize(args: argparse.Namespace) -> int:
 
 def _optimize_search(args: argparse.Namespace) -> int:
     from workbench.progress import StderrBar
-    from workbench.tune.optimizer import DEFAULT_TRIALS, K_FOLDS, optimize
+    from workbench.tune.optimizer import DEFAULT_TRIALS, K_FOLDS, optimism_line, optimize
 
     ws = workspace(args)
     trials = DEFAULT_TRIALS if args.trials is None else args.trials
@@ -265,6 +275,11 @@ def _optimize_search(args: argparse.Namespace) -> int:
             progress=show,
             dry_run=args.dry_run,
             notify=info,
+            params=[k.strip() for k in args.params.split(",") if k.strip()]
+            if args.params
+            else None,
+            narrow=args.narrow,
+            yes=args.yes,
         )
     study, res = out.study, out.experiment
     if args.json:
@@ -288,6 +303,7 @@ def _optimize_search(args: argparse.Namespace) -> int:
         "changed keys within one SE of the best)",
         f"  nested CV       {cv['selection']:.4f}  (best trial chosen on {study.k_folds - 1} "
         "folds, scored on the one left out: the pick's worth on queries it did not see)",
+        f"  {optimism_line(summ)}",
     ]
     if out.sidecar:
         lines.append(f"  trials: {out.sidecar}")

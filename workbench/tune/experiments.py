@@ -8,7 +8,7 @@ rule holds (workbench/tune/rule.py: rule.yaml or a preset; workbench/tune/accept
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -17,7 +17,7 @@ from engine.errors import EngineError
 from workbench.eval import golden
 from workbench.eval.evaluate import EvalRun, Evaluator
 from workbench.tune import rule as rules
-from workbench.tune.acceptance import Decision, decide
+from workbench.tune.acceptance import Criterion, Decision, decide
 from workbench.tune.experiment_log import ExperimentResult, now, one_line
 from workbench.tune.experiment_store import ExperimentStore
 from workbench.tune.rule import STATISTICAL, AcceptanceRule
@@ -119,6 +119,7 @@ def run_experiment(
     allow_invalid: bool = False,
     rule: AcceptanceRule | None = None,
     extra: Mapping[str, Any] | None = None,
+    confirm: Sequence[Criterion] = (),
 ) -> ExperimentResult:
     """Evaluate baseline vs baseline+change on tune (and holdout), decide, log, maybe accept.
 
@@ -128,6 +129,8 @@ def run_experiment(
     ``notify`` hears about a recovered interrupted accept and, with ``allow_invalid``,
     which invalid golden items were skipped (an invalid golden set is refused otherwise).
     ``extra`` is stored in the experiment record as it is (e.g. the optimizer's study).
+    ``confirm``: criteria the rule's decision must also pass (the optimizer's test on data
+    its search never saw); they are listed with the rule's own.
     """
     store = ExperimentStore(ws.experiments)
     with store.writing("experiment try", notify):
@@ -144,6 +147,7 @@ def run_experiment(
             notify=notify,
             rule=rule or rules.resolve(ws.experiments),
             extra=extra,
+            confirm=confirm,
         )
 
 
@@ -161,6 +165,7 @@ def _run_locked(
     notify: Callable[[str], None] | None,
     rule: AcceptanceRule,
     extra: Mapping[str, Any] | None = None,
+    confirm: Sequence[Criterion] = (),
 ) -> ExperimentResult:
     gs = golden.load(ws.dataset)
     base_cfg = store.baseline_config()
@@ -174,6 +179,12 @@ def _run_locked(
     gs = golden.checked(gs, kb, allow_invalid=allow_invalid, notify=notify)
     sc = score_candidate(gs, evaluator_for, base_cfg, cand_cfg, rule, evaluators=(ev_b, ev_c))
     runs, decision = sc.runs, sc.decision
+    if confirm:
+        decision = replace(
+            decision,
+            criteria=[*decision.criteria, *confirm],
+            accepted=decision.accepted and all(c.passed for c in confirm),
+        )
     base_t, cand_t = runs[("b", "tune")], runs[("c", "tune")]
     no_effect = same_rankings(runs, mode_b)
     number = 0 if no_effect else store.next_number()

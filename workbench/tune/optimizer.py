@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import math
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -32,6 +33,8 @@ from engine.pipeline import MAX_CACHED_POOL, pool_size
 from workbench.eval import golden
 from workbench.eval.evaluate import Evaluator, parent_function
 from workbench.tune import rule as rules
+from workbench.tune import size_guard
+from workbench.tune.acceptance import Criterion
 from workbench.tune.experiment_log import ExperimentResult
 from workbench.tune.experiment_store import ExperimentStore
 from workbench.tune.experiments import run_experiment
@@ -173,6 +176,9 @@ def optimize(
     progress: ProgressFn | None = None,
     dry_run: bool = False,
     notify: Callable[[str], None] | None = None,
+    params: Sequence[str] | None = None,
+    narrow: bool = False,
+    yes: bool = False,
 ) -> Outcome:
     """Search, then submit the picked config as one experiment (none if it is the baseline).
 
@@ -180,14 +186,48 @@ def optimize(
     nothing and takes no lock), so the pick is judged against the baseline it was found for.
     ``measure`` defaults to the acceptance rule's primary measure: the search optimises what
     the rule will decide on.
+
+    Before anything runs, the size guard (``size_guard``) checks the golden set can carry
+    the search: too small, it raises unless ``yes``; ``narrow`` searches only the first
+    parameters it can carry, ``params`` only the keys named.
     """
+    if trials < 1:
+        raise EngineError(f"--trials must be at least 1, got {trials}")
     measure = measure or rules.resolve(ws.experiments).primary
     store = ExperimentStore(ws.experiments)
+    gs = golden.load(ws.dataset)
+    specs = available(SEARCH_SPACE)
+    if params:
+        specs = size_guard.select(specs, params)
+    records = store.load_records()
+    size = size_guard.size_guard(gs, specs, records)
+    narrowed = ""
+    if narrow and size.too_few_queries:
+        narrowed = f"{size.message()}; --narrow: "
+        specs = size_guard.narrowed(specs, size)
+        narrowed += f"searching {', '.join(s.key for s in specs)} only"
+        size = size_guard.size_guard(gs, specs, records)
+    note = "; ".join(n for n in (narrowed, size_guard.check(size, yes=yes)) if n)
     guard = contextlib.nullcontext() if dry_run else store.writing("optimize", notify)
     with guard:
-        return _search_and_submit(
-            ws, store, evaluator_for, trials, timeout_s, seed, k_folds, measure, progress, dry_run
+        if note and notify:  # once the lock is held: a refusal stays the one line it was
+            notify(note)
+        out = _search_and_submit(
+            ws,
+            store,
+            evaluator_for,
+            trials,
+            timeout_s,
+            seed,
+            k_folds,
+            measure,
+            progress,
+            dry_run,
+            specs,
         )
+    if note:
+        out.study.notes.insert(0, note)
+    return out
 
 
 def _search_and_submit(
@@ -201,6 +241,7 @@ def _search_and_submit(
     measure: str,
     progress: ProgressFn | None,
     dry_run: bool,
+    specs: Sequence[ParamSpec],
 ) -> Outcome:
     gs = golden.load(ws.dataset)
     base = store.baseline_config()
@@ -214,6 +255,7 @@ def _search_and_submit(
         seed=seed,
         k_folds=k_folds,
         measure=measure,
+        space=specs,
         progress=progress,
         kb=ws.name,
         dataset=(gs.name, gs.content_hash),
@@ -227,7 +269,8 @@ def _search_and_submit(
         )
         return Outcome(study, None, None if dry_run else save_study(store.folder, study))
     sidecar = None if dry_run else save_study(store.folder, study)
-    cv = study.summary()["cv"]
+    summary = study.summary()
+    cv = summary["cv"]
     result = run_experiment(
         ws,
         evaluator_for,
@@ -238,11 +281,12 @@ def _search_and_submit(
         notes=(
             f"{study.k_folds}-fold CV {study.measure} {cv['baseline']:.4f} -> {cv['pick']:.4f} "
             f"(best trial {study.best}: {cv['best']:.4f}; nested-CV estimate of the search's "
-            f"pick {cv['selection']:.4f}); seed {study.seed}; "
+            f"pick {cv['selection']:.4f}); {optimism_line(summary)}; seed {study.seed}; "
             f"trials: {STUDIES}/{study.study_id}.json"
         ),
         dry_run=dry_run,
-        extra={"optimize": study.summary()},
+        extra={"optimize": summary},
+        confirm=[confirmation(study)],
     )
     if result.no_effect:
         study.notes.append("the pick ranks every query as the baseline does; nothing logged")
@@ -251,6 +295,50 @@ def _search_and_submit(
     if not dry_run:
         sidecar = save_study(store.folder, study)
     return Outcome(study, result, sidecar)
+
+
+def size_guard_for(ws: Workspace) -> size_guard.SizeGuard:
+    """The guard of a full search on this KB's golden set (what the Experiments page shows)."""
+    gs = golden.load(ws.dataset)
+    records = ExperimentStore(ws.experiments).load_records()
+    return size_guard.size_guard(gs, available(SEARCH_SPACE), records)
+
+
+def confirmation(study: Study) -> Criterion:
+    """The decision's unseen-data test: the nested-CV outer-fold gains over the baseline.
+
+    The tune split picked the config, so its gain there is optimistic by construction;
+    each outer fold's gain comes from a pick made without that fold. The pick goes
+    through only when their mean is positive by more than one standard error (the same
+    bar the pick itself had to clear).
+    """
+    gains = study.confirmed_gains()
+    if len(gains) < 2:
+        return Criterion(
+            "nested-CV gain on unseen folds", math.nan, "> 1 SE", True, "too few folds"
+        )
+    mean = sum(gains) / len(gains)
+    sd = math.sqrt(sum((g - mean) ** 2 for g in gains) / (len(gains) - 1))
+    se = sd / math.sqrt(len(gains))
+    return Criterion(
+        "nested-CV gain on unseen folds",
+        mean,
+        f"> 1 SE ({se:.4f})",
+        mean > 0 and mean > se,
+        f"{study.measure} per outer fold: " + ", ".join(f"{g:+.3f}" for g in gains),
+    )
+
+
+def optimism_line(summary: dict[str, Any]) -> str:
+    """Tune gain, confirmed gain and their difference, for logs and the CLI."""
+
+    def f(x: float | None) -> str:
+        return "n/a" if x is None else f"{x:+.4f}"
+
+    return (
+        f"tune gain {f(summary.get('tune_gain'))}, confirmed on unseen folds "
+        f"{f(summary.get('confirmed_gain'))}, optimism {f(summary.get('optimism'))}"
+    )
 
 
 def _row(t: Any) -> TrialRow:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -73,10 +73,27 @@ class Study:
         d["trials"] = [TrialRow(**t) for t in data.get("trials", [])]
         return cls(**d)
 
+    def confirmed_gains(self) -> list[float]:
+        """Per outer fold: the pick made without that fold, minus the baseline, on it."""
+        return outer_fold_gains(self.trials, self.baseline_folds, self.k_folds)
+
+    def optimism(self) -> dict[str, float | None]:
+        """The search's gain on the queries it maximised vs on queries it never saw."""
+        pick = self.trial(self.pick)
+        tune = (pick.value - self.baseline_score) if pick and pick.value is not None else None
+        gains = self.confirmed_gains()
+        confirmed = fold_mean(gains) if gains else None
+        return {
+            "tune_gain": tune,
+            "confirmed_gain": confirmed,
+            "optimism": None if tune is None or confirmed is None else tune - confirmed,
+        }
+
     def summary(self) -> dict[str, Any]:
         """What the experiment record carries (the full table stays in the sidecar)."""
         best, pick = self.trial(self.best), self.trial(self.pick)
         return {
+            **self.optimism(),
             "study": self.study_id,
             "trials_file": f"{STUDIES}/{self.study_id}.json",
             "trials": len(self.trials),
@@ -140,6 +157,25 @@ def selection_estimate(rows: Sequence[TrialRow], k_folds: int) -> float | None:
 
         picked.append(max(done, key=train).folds[f])
     return fold_mean(picked)
+
+
+def outer_fold_gains(
+    rows: Sequence[TrialRow], baseline_folds: Sequence[float], k_folds: int
+) -> list[float]:
+    """Nested CV of the whole procedure: for each fold f, search + one-SE pick on the other
+    folds, then score that pick on f against the baseline on f. The search never saw f, so
+    these gains are what the optimizer's decision can trust (its tune gain is not)."""
+    done = [r for r in rows if r.value is not None and len(r.folds) == k_folds]
+    if not done or k_folds < 3 or len(baseline_folds) != k_folds:
+        return []  # a one-SE pick needs at least two training folds
+    out = []
+    for f in range(k_folds):
+        train = [replace(r, folds=[x for g, x in enumerate(r.folds) if g != f]) for r in done]
+        train = [replace(r, value=fold_mean(r.folds)) for r in train]
+        _, pick = pick_trial(train, k_folds - 1)
+        chosen = next(r for r in done if r.number == pick)
+        out.append(chosen.folds[f] - baseline_folds[f])
+    return out
 
 
 def save_study(folder: str | Path, study: Study) -> Path:

@@ -18,7 +18,7 @@ import streamlit as st
 
 from engine.config import EngineConfig
 from engine.tree import KnowledgeBase, markdown_files, parse_kb
-from workbench.eval import golden
+from workbench.eval import golden, judgments
 from workbench.eval.engines import EngineCache
 from workbench.eval.evaluate import Evaluator, list_runs
 from workbench.eval.run_record import RunRecord, load_run_record
@@ -84,15 +84,16 @@ def kb(ws: Workspace) -> KnowledgeBase:
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def _golden(path: str, mtime: float) -> golden.GoldenSet:
+def _golden(path: str, mtime: float, judgments_mtime: float) -> golden.GoldenSet:
     return golden.load(path)
 
 
 def golden_set(ws: Workspace) -> golden.GoldenSet | None:
-    """The saved golden set, or None when the file does not exist yet."""
+    """The saved golden set with its judgments, or None when the file does not exist yet."""
     if not ws.dataset.is_file():
         return None
-    return _golden(str(ws.dataset), _mtime(ws.dataset))
+    judged = judgments.path_for(ws.dataset)
+    return _golden(str(ws.dataset), _mtime(ws.dataset), _mtime(judged) if judged.is_file() else 0.0)
 
 
 @st.cache_resource(show_spinner=False)

@@ -104,6 +104,7 @@ OPTIMIZE_TIMEOUT = "opt_timeout"
 OPTIMIZE_SEED = "opt_seed"
 OPTIMIZE_FOLDS = "opt_folds"
 OPTIMIZE_SEARCH = "opt_search"
+OPTIMIZE_YES = "opt_yes"  # search although the golden set is too small for it
 OPTIMIZE_BUDGET = "opt_budget"
 OPTIMIZE_TIERS = "opt_tiers"
 OPTIMIZE_RUN = "opt_run"

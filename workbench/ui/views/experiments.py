@@ -176,7 +176,24 @@ with ui.guarded(t("Experiments")):
     timeout = b.number_input(t("Time limit (s, 0 = none)"), 0, 3600, 0, key=state.OPTIMIZE_TIMEOUT)
     seed = c.number_input(t("Seed"), 0, 2**31 - 1, 0, key=state.OPTIMIZE_SEED)
     folds = d.number_input(t("Folds"), 2, 20, optimizer.K_FOLDS, key=state.OPTIMIZE_FOLDS)
-    if e.button(t("Search"), key=state.OPTIMIZE_SEARCH, type="primary"):
+    guard = optimizer.size_guard_for(ws)
+    yes = True
+    if not guard.ok:  # said before the search runs, as `optimize` does
+        st.warning(
+            t(
+                "The golden set is too small for this search: {q} tune queries for {p} "
+                "parameters (about {carried} can be searched), minimum detectable MRR effect "
+                "{mde} vs typical effect seen {seen}. A gain found this way is likely fitted "
+                "to these queries; grow the set first.",
+                q=guard.queries,
+                p=guard.params,
+                carried=guard.carried_params,
+                mde="n/a" if guard.mde is None else f"{guard.mde:.3f}",
+                seen="n/a" if guard.effects_seen is None else f"{guard.effects_seen:.3f}",
+            )
+        )
+        yes = st.checkbox(t("Search anyway"), key=state.OPTIMIZE_YES)
+    if e.button(t("Search"), key=state.OPTIMIZE_SEARCH, type="primary", disabled=not yes):
         with ui.progress_bar(t("Searching")) as progress:
             outcome = optimizer.optimize(
                 ws,
@@ -186,6 +203,7 @@ with ui.guarded(t("Experiments")):
                 seed=int(seed),
                 k_folds=int(folds),
                 progress=progress,
+                yes=yes,
             )
         resources.clear_data()
         if outcome.experiment is not None:
@@ -216,6 +234,17 @@ with ui.guarded(t("Experiments")):
                 else t("; nothing submitted")
             )
         )
+        o = study.optimism()
+        if o["optimism"] is not None:
+            st.caption(
+                t(
+                    "Tune gain {tune}, confirmed on folds the search never saw {confirmed}: "
+                    "optimism {optimism}. The decision uses the confirmed gain.",
+                    tune=f"{o['tune_gain']:+.4f}",
+                    confirmed=f"{o['confirmed_gain']:+.4f}",
+                    optimism=f"{o['optimism']:+.4f}",
+                )
+            )
         figs = study_figures(study)
         cols = st.columns(len(figs) or 1)
         for col, fig in zip(cols, figs.values(), strict=False):
