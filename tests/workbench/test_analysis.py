@@ -193,6 +193,9 @@ def test_cli_failures_and_runs_diff_read_saved_runs(tmp_path, capsys, monkeypatc
     text = capsys.readouterr().out
     assert "1 won, 1 lost, 1 tied, 1 changed" in text and "q3" in text
     assert main(["failures", "--kb", "kb", "--run", "A", "--query", "q3"]) == 0
-    assert "dropped_by_fusion" in capsys.readouterr().out
+    assert (
+        "g3b: rank 7; vector 7, bm25 250 (past the pool), fusion 7 — dropped by fusion"
+        in capsys.readouterr().out
+    )
     assert main(["runs", "diff", "A", "--kb", "kb"]) == 2
-    assert "2 to 4 run ids" in capsys.readouterr().err
+    assert "2 to 4 runs" in capsys.readouterr().err

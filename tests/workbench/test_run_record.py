@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.config import EngineConfig
 from tests.workbench.test_report import _run
 from workbench.cli import main
 from workbench.eval.evaluate import save_run
@@ -32,7 +33,7 @@ def test_saved_record_carries_the_schema_version_and_loads_back_equal(tmp_path: 
     run = _run()
     path = save_run(run, tmp_path)
     data = json.loads(path.read_text(encoding="utf-8"))
-    assert data["schema_version"] == SCHEMA_VERSION == 2
+    assert data["schema_version"] == SCHEMA_VERSION == 3
     record = load_run_record(path)
     assert record.to_dict() == data
     assert record == RunRecord.from_run(run)
@@ -54,7 +55,7 @@ def test_typed_readers_answer_what_views_asked_by_key() -> None:
     assert (q2.first_relevant_rank, q2.cause, q2.top(1)) == (None, "cut_at_k", ["d#x"])
     assert record.mode_summary("hybrid").misses == 2  # q2 cut_at_k, q3 lost_in_both
     assert record.means()["mrr"] == pytest.approx((1.0 + 0.0 + 0.5) / 3)
-    assert record.label() == "20261129-120000-abcdef · " + record.config_hash[:6]
+    assert record.name == "defaults · " + record.created.replace("T", " ")[:16]
     with pytest.raises(RunRecordError, match="has modes hybrid, not keyword"):
         record.mode_summary("keyword")
 
@@ -66,19 +67,32 @@ def test_records_saved_before_the_version_existed_still_load(path: Path) -> None
     assert "schema_version" not in data  # written by version 1
     record = load_run_record(path)
     assert record.schema_version == SCHEMA_VERSION
-    assert {k: v for k, v in record.to_dict().items() if k != "schema_version"} == data
+    new = {"schema_version", "label"}
+    assert {k: v for k, v in record.to_dict().items() if k not in new} == data
+    assert record.label  # derived from the config it has
     assert len(record.to_run().results) == len(data["queries"])
 
 
 def test_migration_adds_the_version_without_touching_the_input() -> None:
     old = {"run_id": "r"}
-    assert migrate(old) == {"run_id": "r", "schema_version": 2}
+    assert migrate(old) == {"run_id": "r", "schema_version": 3, "label": "defaults"}
     assert old == {"run_id": "r"}
+
+
+def test_old_runs_get_a_label_from_their_config() -> None:
+    changed = EngineConfig().with_overrides({"fusion.k": 30})
+    v2 = {"schema_version": 2, "config_yaml": changed.to_yaml(), "config_hash": changed.hash}
+    assert migrate(v2)["label"] == "defaults+fusion.k=30"
+    many = EngineConfig().with_overrides(
+        {"fusion.k": 30, "fusion.bm25_weight": 0.3, "search.top_k": 7, "rerank.weight": 0.2}
+    )
+    v2 = {"schema_version": 2, "config_yaml": many.to_yaml(), "config_hash": many.hash}
+    assert migrate(v2)["label"] == f"config {many.hash[:6]}"
 
 
 @pytest.mark.parametrize(
     ("version", "message"),
-    [(3, "newer than this wikirag reads"), (0, "not a positive integer"), ("2", "not a positive")],
+    [(4, "newer than this wikirag reads"), (0, "not a positive integer"), ("2", "not a positive")],
 )
 def test_unknown_schema_versions_are_refused(version, message) -> None:
     with pytest.raises(RunRecordError, match=message):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from workbench.ui.snippets import escape_markdown, plain_text, snippet
+from workbench.eval.snippets import escape_markdown, plain_text, snippet
 
 CHAPTER = """## 传输方式
 

@@ -30,10 +30,18 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     r = sub.add_parser("runs", help="saved evaluation runs")
     rsub = r.add_subparsers(dest="runs_command", metavar="SUBCOMMAND", required=True)
+    ls = rsub.add_parser("list", help="saved runs, newest first, named by config label")
+    common.add_kb_arg(ls)
+    common.add_json_arg(ls)
+    ls.add_argument("--limit", type=int, default=20, help="at most this many (default 20)")
+    ls.set_defaults(func=_list)
     d = rsub.add_parser("diff", help="2-4 saved runs query by query (won / lost / tied / changed)")
     _add_saved_run_args(d)
     d.add_argument(
-        "runs", nargs="+", metavar="RUN_ID", help="2-4 run ids; the first is the reference"
+        "runs",
+        nargs="+",
+        metavar="RUN",
+        help="2-4 run ids or config labels (the newest run of each); the first is the reference",
     )
     d.add_argument("--measure", default="mrr", help="per-query measure (default: mrr)")
     d.add_argument("--outcome", choices=list(OUTCOMES), default=None, help="only these queries")
@@ -67,6 +75,7 @@ def _mode(args: argparse.Namespace, rec: RunRecord) -> str:
 
 def _failures(args: argparse.Namespace) -> int:
     from workbench.eval import analysis as A
+    from workbench.eval.causes import rank_text
 
     rec = _record(args, args.run)
     mode = _mode(args, rec)
@@ -77,20 +86,23 @@ def _failures(args: argparse.Namespace) -> int:
 
             common.print_json(asdict(s))
             return 0
-        out = [f"{s.id} · {s.query}  ({mode}; mrr {s.metrics.get('mrr', 0):.3f})", "gold:"]
+        out = [f"{s.id} · {s.query}  ({mode}; mrr {s.metrics.get('mrr', 0):.3f})"]
+        if s.miss:
+            out.append(f"miss: {s.miss.text()}")
+        out.append("gold:")
         for g in s.gold:
             where = f"rank {g.final}" if g.final else "not ranked"
-            lost = f" — {g.cause}" if g.cause else ""
+            lost = f" — {g.fate.text()}" if g.fate else ""
             out.append(
-                f"  {g.node_id}: {where}; vector {g.vector_any or '-'}, bm25 {g.bm25_any or '-'},"
-                f" fusion {g.fusion or '-'}{lost}"
+                f"  {g.node_id}: {where}; vector {rank_text(g.vector, g.vector_any)}, "
+                f"bm25 {rank_text(g.bm25, g.bm25_any)}, fusion {rank_text(g.fusion)}{lost}"
             )
         out.append("ranked:")
         for r in s.ranked[:10]:
             mark = "*" if r.relevant else " "
             out.append(
-                f" {mark}{r.rank:>3} {r.node_id}  (vector {r.vector or '-'}, bm25 {r.bm25 or '-'},"
-                f" fusion {r.fusion or '-'})"
+                f" {mark}{r.rank:>3} {r.node_id}  (vector {rank_text(r.vector)}, "
+                f"bm25 {rank_text(r.bm25)}, fusion {rank_text(r.fusion)})"
             )
         sys.stdout.write("\n".join(out) + "\n")
         return 0
@@ -102,14 +114,19 @@ def _failures(args: argparse.Namespace) -> int:
     rows = A.failures(rec, mode, cause=args.cause, slice_by=slice_by, slice_value=slice_value)
     if args.json:
         common.print_json(
-            {"run_id": rec.run_id, "mode": mode, "failures": [r.to_dict() for r in rows]}
+            {
+                "run_id": rec.run_id,
+                "run": rec.name,
+                "mode": mode,
+                "failures": [r.to_dict() for r in rows],
+            }
         )
         return 0
     total = len(rec.for_mode(mode))
-    lines = [f"run {rec.run_id} ({mode}): {len(rows)} of {total} queries miss at K=5"]
+    lines = [f"run {rec.name} ({rec.run_id}, {mode}): {len(rows)} of {total} queries miss at K=5"]
     for f in rows:
         lines.append(
-            f"{f.id:<10} recall@5 {f.recall5:.2f}  mrr {f.mrr:.3f}  {f.to_dict()['cause_text']:<36} {f.query}"
+            f"{f.id:<10} recall@5 {f.recall5:.2f}  mrr {f.mrr:.3f}  {f.cause_text:<36} {f.query}"
         )
     sys.stdout.write("\n".join(lines) + "\n")
     return 0
@@ -119,15 +136,16 @@ def _diff(args: argparse.Namespace) -> int:
     from workbench.eval import analysis as A
 
     if not 2 <= len(args.runs) <= 4:
-        raise EngineError(f"runs diff takes 2 to 4 run ids; got {len(args.runs)}")
+        raise EngineError(f"runs diff takes 2 to 4 runs; got {len(args.runs)}")
     recs = [_record(args, r) for r in args.runs]
     mode = _mode(args, recs[0])
     rows = A.run_matrix(recs, mode, args.measure, outcome=args.outcome)
-    labels = [r.run_id for r in recs]
+    labels = [r.name for r in recs]
     if args.json:
         common.print_json(
             {
                 "runs": labels,
+                "run_ids": [r.run_id for r in recs],
                 "mode": mode,
                 "measure": args.measure,
                 "counts": A.outcome_counts(A.run_matrix(recs, mode, args.measure)),
@@ -144,4 +162,38 @@ def _diff(args: argparse.Namespace) -> int:
         vals = " ".join(f"{v:.3f}" for v in r.values)
         lines.append(f"{r.id:<10} {r.outcome:<8} {vals}  Δ {r.deltas[-1]:+.3f}  {r.query}")
     sys.stdout.write("\n".join(lines) + "\n")
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    from workbench.eval.saved_runs import list_saved_runs
+
+    ws = common.workspace(args)
+    runs = list_saved_runs(ws.runs_dir, args.limit)
+    if args.json:
+        common.print_json(
+            [
+                {
+                    "run_id": r.run_id,
+                    "label": r.label,
+                    "name": r.name,
+                    "created": r.created,
+                    "dataset": r.dataset,
+                    "split": r.split,
+                    "modes": list(r.modes),
+                    "queries": r.queries,
+                    "means": r.means,
+                }
+                for r in runs
+            ]
+        )
+        return 0
+    if not runs:
+        sys.stdout.write(f"no saved runs under {ws.runs_dir}; run `wikirag eval`\n")
+        return 0
+    for r in runs:
+        sys.stdout.write(
+            f"{r.name:<48} recall@5 {r.means.get('recall@5', 0):.3f}  mrr "
+            f"{r.means.get('mrr', 0):.3f}  {r.split:<7} {r.queries:>4} q  {r.run_id}\n"
+        )
     return 0

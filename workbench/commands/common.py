@@ -29,10 +29,11 @@ def add_dataset_arg(p: argparse.ArgumentParser) -> None:
 
 
 def add_run_arg(
-    p: argparse.ArgumentParser, help_text: str = "run id (default: the latest run)"
+    p: argparse.ArgumentParser,
+    help_text: str = "run id or config label, e.g. `baseline` (default: the latest run)",
 ) -> None:
-    """``--run ID``: a saved run record, a file stem under experiments/<kb>/runs/ (read with
-    :func:`workbench.commands.scorecard_cmd.load_run_by_id`)."""
+    """``--run ID``: a saved run record by id (a file stem under experiments/<kb>/runs/) or
+    config label (read with :func:`workbench.commands.scorecard_cmd.load_run_by_id`)."""
     p.add_argument("--run", metavar="ID", default=None, help=help_text)
 
 

@@ -13,6 +13,7 @@ from workbench.commands import common
 from workbench.eval import golden
 from workbench.eval.attribution import CAUSES
 from workbench.eval.evaluate import EvalRun, save_run
+from workbench.eval.run_labels import workspace_label
 from workbench.eval.unjudged import share_line, unjudged_share
 from workbench.progress import StderrBar
 
@@ -71,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
         kb_name=ws.name,
     )
     bar.close()
+    result.label = workspace_label(ws.config_path, common.set_overrides(args))
     ev.cache.save()
     record = result.to_dict()
     if args.answers:

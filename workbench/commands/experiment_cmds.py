@@ -34,6 +34,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--title", default=None)
     t.add_argument("--notes", default="")
     t.add_argument("--dry-run", action="store_true", help="decide but write nothing")
+    t.add_argument(
+        "--again",
+        action="store_true",
+        help="run it even when the log has this change against this baseline and golden set",
+    )
     add_allow_invalid_arg(t)
     t.add_argument("--rule", default=None, help=RULE_HELP)
     t.set_defaults(func=_try)
@@ -90,7 +95,7 @@ def _evaluator_for(ws: Workspace):
 
 def _print_result(res, as_json: bool, dry_run: bool = False) -> None:
     if as_json:
-        print_json(res.to_record())
+        print_json({**res.to_record(), "verdict": readable_verdict(res, dry_run).to_dict()})
         return
     d = res.decision
     out = [
@@ -131,7 +136,18 @@ def _print_result(res, as_json: bool, dry_run: bool = False) -> None:
     if dry_run:
         verdict = ("would be ACCEPTED" if d.accepted else "would be ROLLED BACK") + " (dry run)"
     out.append("  decision: " + verdict)
+    out.append("  verdict: " + readable_verdict(res, dry_run).text())
     sys.stdout.write("\n".join(out) + "\n")
+
+
+def readable_verdict(res, dry_run: bool = False):
+    """The experiment's verdict in plain words (workbench.tune.verdict)."""
+    from workbench.tune.verdict import from_decision
+
+    outcome = res.verdict
+    if dry_run and not res.no_effect:
+        outcome = "would be accepted" if res.decision.accepted else "would be rolled back"
+    return from_decision(res.decision, outcome)
 
 
 def _try(args: argparse.Namespace) -> int:
@@ -140,6 +156,25 @@ def _try(args: argparse.Namespace) -> int:
 
     ws = workspace(args)
     rule = resolve(ws.experiments, args.rule)  # a bad --rule fails before any evaluation
+    if not args.again:
+        from workbench.eval import golden
+        from workbench.tune.experiment_store import ExperimentStore
+        from workbench.tune.tried import earlier_try
+
+        before = earlier_try(
+            ExperimentStore(ws.experiments),
+            set_overrides(args),
+            golden.load(ws.dataset).content_hash,
+        )
+        if before is not None:
+            if args.json:
+                print_json({"already_tried": before.to_dict()})
+            else:
+                sys.stdout.write(
+                    before.message.render() + "\nrun it again with --again, or try another "
+                    "change (`wikirag scorecard` suggests some)\n"
+                )
+            return 1
     res = run_experiment(
         ws,
         _evaluator_for(ws),

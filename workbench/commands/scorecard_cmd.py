@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-from engine.errors import EngineError
 from workbench.commands import common
 from workbench.eval.run_record import RunRecord
 from workbench.workspace import Workspace
@@ -21,17 +19,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def load_run_by_id(ws: Workspace, run_id: str) -> RunRecord:
-    """The run record ``experiments/<kb>/runs/<ID>.json``; a clear error when absent."""
-    from workbench.eval.evaluate import list_runs
-    from workbench.eval.run_record import load_run_record
+    """A saved run by id or config label (``workbench.eval.saved_runs.load_run``)."""
+    from workbench.eval.saved_runs import load_run
 
-    path = Path(ws.runs_dir) / f"{Path(run_id).stem}.json"
-    if not path.is_file():
-        known = ", ".join(p.stem for p in list_runs(ws.runs_dir)[:5]) or "none"
-        raise EngineError(
-            f"no run record {path}; latest runs: {known} (run `wikirag eval` to make one)"
-        )
-    return load_run_record(path)
+    return load_run(ws.runs_dir, run_id)
 
 
 def run(args: argparse.Namespace) -> int:

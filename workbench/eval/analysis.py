@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from workbench.eval.attribution import CAUSES
+from workbench.eval.causes import MissCause, QueryMiss, gold_fate, query_miss
 from workbench.eval.run_record import QueryRecord, RunRecord
 
 # Which stage of the pipeline a cause blames: the detail view highlights that column.
@@ -39,13 +39,18 @@ class FailureRow:
     recall5: float
     mrr: float
     missing: int  # relevant chapters not in the top 5
+    miss: QueryMiss | None = None  # the one story of this miss (workbench.eval.causes)
+
+    @property
+    def cause_text(self) -> str:
+        return self.miss.text() if self.miss else ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id,
             "query": self.query,
             "cause": self.cause,
-            "cause_text": CAUSES.get(self.cause, self.cause),
+            "cause_text": self.cause_text,
             "difficulty": self.difficulty,
             "category": self.category,
             "language": self.language,
@@ -89,6 +94,7 @@ def failures(
                 recall5=float(q.metrics.get("recall@5", 0.0)),
                 mrr=float(q.metrics.get("mrr", 0.0)),
                 missing=len(q.attribution),
+                miss=query_miss(q),
             )
         )
     rows.sort(key=lambda r: (r.recall5, r.mrr, r.id))
@@ -119,6 +125,7 @@ class GoldRow:
     bm25_any: int | None
     cause: str | None  # None: found in the top 5
     lost_at: str | None  # the stage to highlight (CAUSE_STAGE)
+    fate: MissCause | None = None  # the cause as the failures table and compare show it
 
 
 @dataclass(frozen=True)
@@ -131,6 +138,7 @@ class QueryStory:
     gold: list[GoldRow]
     error: str | None = None
     meta: Mapping[str, str] = field(default_factory=dict)
+    miss: QueryMiss | None = None  # the same story the failures table shows
 
 
 def slice_of(q: QueryRecord, by: str) -> str:
@@ -182,6 +190,7 @@ def story(record: RunRecord, mode: str, qid: str) -> QueryStory:
                     a.bm25_rank_any,
                     a.cause,
                     CAUSE_STAGE.get(a.cause),
+                    gold_fate(q, nid),
                 )
             )
         else:
@@ -207,6 +216,7 @@ def story(record: RunRecord, mode: str, qid: str) -> QueryStory:
         gold=gold,
         error=q.error,
         meta={**{k: slice_of(q, k) for k in SLICES}, "split": q.split},
+        miss=query_miss(q),
     )
 
 
@@ -300,5 +310,5 @@ def side_by_side(
 
 
 def run_label(record: RunRecord) -> str:
-    """A short label for a saved run: its id and config hash."""
-    return record.label()
+    """How a saved run is listed: its config label and time (``RunRecord.name``)."""
+    return record.name

@@ -129,6 +129,7 @@ class EvalRun:
     seconds: float = 0.0
     cache_hits: int = 0
     cache_misses: int = 0
+    label: str = ""  # the config's name (workbench.eval.run_labels); "" = derive one
 
     def for_mode(self, mode: str) -> list[QueryResult]:
         return [r for r in self.results if r.mode == mode]

@@ -13,7 +13,7 @@ from typing import Any
 
 from engine.errors import EngineError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 class RunRecordError(EngineError):
@@ -26,8 +26,20 @@ def _v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "schema_version": 2}
 
 
+def _v2_to_v3(data: dict[str, Any]) -> dict[str, Any]:
+    # Version 3 names the run by its config label; older runs get one derived from their
+    # config (``defaults``, ``defaults+key=value`` or ``config <hash6>``).
+    from workbench.eval.run_labels import derived_label
+
+    label = derived_label(str(data.get("config_yaml") or ""), str(data.get("config_hash") or ""))
+    return {**data, "label": label, "schema_version": 3}
+
+
 # Step n turns a version-n record into a version-(n + 1) record.
-MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2}
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    1: _v1_to_v2,
+    2: _v2_to_v3,
+}
 
 
 def migrate(data: dict[str, Any], source: str = "run record") -> dict[str, Any]:

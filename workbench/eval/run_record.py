@@ -23,6 +23,7 @@ from engine.pipeline import Ranked
 from workbench.eval.evaluate import EvalRun, QueryResult, list_runs
 from workbench.eval.golden import GoldenItem, GoldenSet
 from workbench.eval.record_schema import SCHEMA_VERSION, FieldReader, RunRecordError, migrate
+from workbench.eval.run_labels import derived_label, run_name
 
 # The reader for each field type a record read by its fields (RankedEntry, Attribution,
 # QueryRecord) declares.
@@ -256,6 +257,7 @@ class RunRecord:
     summary: Mapping[str, ModeSummary]
     queries: tuple[QueryRecord, ...]
     answers: Mapping[str, Any] | None = None  # `eval --answers`: answer metrics, per query
+    label: str = ""  # the config's name: `baseline`, `baseline+fusion.k=30`, `v7` ...
     schema_version: int = SCHEMA_VERSION
 
     @classmethod
@@ -279,6 +281,7 @@ class RunRecord:
             errors=run.errors,
             summary={m: ModeSummary(**s) for m, s in run.summary().items()},
             queries=tuple(QueryRecord.from_result(r) for r in run.results),
+            label=run.label or derived_label(run.config.to_yaml(), run.config.hash),
         )
 
     @classmethod
@@ -314,14 +317,16 @@ class RunRecord:
             summary={m: ModeSummary.read(summ.obj(m)) for m in modes},
             queries=tuple(QueryRecord.read(q) for q in r.objs("queries")),
             answers=answers,
+            label=r.text("label"),
             schema_version=r.integer("schema_version"),
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON object `wikirag eval` writes (the shape every version since 1 has had)."""
+        """The JSON object `wikirag eval` writes (version 3 added ``label``)."""
         out: dict[str, Any] = {
             "schema_version": self.schema_version,
             "run_id": self.run_id,
+            "label": self.label,
             "created": self.created,
             "engine_version": self.engine_version,
             "kb": self.kb,
@@ -359,9 +364,11 @@ class RunRecord:
         """Mean measures of ``mode`` (default: the run's first mode)."""
         return dict(self.mode_summary(mode or self.modes[0]).means)
 
-    def label(self) -> str:
-        """A short label: the run id and the config hash."""
-        return f"{self.run_id} · {self.config_hash[:6]}"
+    @property
+    def name(self) -> str:
+        """How the run is listed: its config label and when it ran (``baseline · 2026-12-02
+        02:53``); the run id stays the key every command accepts."""
+        return run_name(self.label, self.created)
 
     def config(self) -> EngineConfig:
         return EngineConfig.from_yaml(self.config_yaml or "{}")
@@ -401,6 +408,7 @@ class RunRecord:
             seconds=self.seconds,
             cache_hits=self.cache_hits,
             cache_misses=self.cache_misses,
+            label=self.label,
         )
 
 

@@ -10,16 +10,20 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from engine.config import EngineConfig, parse_override
 from engine.errors import ConfigError, EngineError
-from workbench.eval.evaluate import EvalRun, QueryResult
+from workbench.eval.evaluate import EvalRun, QueryResult, save_run
 from workbench.eval.golden import GoldenSet
+from workbench.eval.run_record import RunRecord
+from workbench.eval.saved_runs import RunKey, find_saved_run
 from workbench.eval.stats import PairedComparison, compare_paired
+from workbench.tune.query_matrix import QueryMatrix, build_matrix
 from workbench.tune.scorecard_markdown import md_cell
+from workbench.tune.side_by_side import SIDE_BY_SIDE_K, SideBySide, side_by_side
 
 TABLE_MEASURES = (
     "recall@5",
@@ -128,6 +132,21 @@ class Comparison:
     changed: tuple[tuple[ChangedQuery, ...], ...]  # per other config
     diffs: tuple[dict[str, tuple[Any, Any]], ...]  # config changes vs the first, per other
     queries: int
+    records: tuple[RunRecord, ...] = field(default=(), repr=False, compare=False)
+    reused: tuple[bool, ...] = ()  # per config: a saved run was re-used, not re-evaluated
+
+    @property
+    def run_ids(self) -> tuple[str, ...]:
+        """Each config's saved run (the ids `wikirag runs diff` and reports take)."""
+        return tuple(r.run_id for r in self.records)
+
+    def matrix(self) -> QueryMatrix:
+        """The per-query matrix: every query, each config's value of every measure."""
+        return build_matrix(self.records, self.labels, self.modes)
+
+    def side_by_side(self, qid: str, kb: Any = None, k: int = SIDE_BY_SIDE_K) -> SideBySide:
+        """One query's ranked lists, one column per config (``kb`` adds titles, snippets)."""
+        return side_by_side(self.records, self.labels, qid, modes=self.modes, kb=kb, k=k)
 
     def delta(self, i: int, measure: str) -> float:
         return self.metrics[i].get(measure, 0.0) - self.metrics[0].get(measure, 0.0)
@@ -147,6 +166,8 @@ class Comparison:
             "configs": [
                 {
                     "label": lab,
+                    "run_id": self.run_ids[i] if self.records else None,
+                    "reused": self.reused[i] if self.reused else False,
                     "config_hash": h,
                     "mode": m,
                     "metrics": met,
@@ -159,6 +180,7 @@ class Comparison:
                     zip(self.labels, self.config_hashes, self.modes, self.metrics, strict=True)
                 )
             ],
+            "matrix": self.matrix().to_dict() if self.records else None,
         }
 
     def to_json(self) -> str:
@@ -204,9 +226,12 @@ def compare_runs(
     *,
     modes: Sequence[str] | None = None,
     changed_n: int = CHANGED_N,
+    records: Sequence[RunRecord] | None = None,
+    reused: Sequence[bool] = (),
 ) -> Comparison:
     """Compare evaluated runs (pure). ``modes``: the mode to read from each run (default:
-    each run's first mode). Queries are paired by id; only shared ids are tested."""
+    each run's first mode). Queries are paired by id; only shared ids are tested.
+    ``records``: the runs' saved records (default: built from the runs)."""
     if not 2 <= len(runs) <= 4:
         raise ValueError(f"compare needs 2 to 4 configs; got {len(runs)}")
     modes = list(modes or [r.modes[0] for _, r in runs])
@@ -228,6 +253,8 @@ def compare_runs(
         changed=tuple(changed),
         diffs=tuple(diffs),
         queries=len(per_query[0]),
+        records=tuple(records or [RunRecord.from_run(r) for _, r in runs]),
+        reused=tuple(reused) or (False,) * len(runs),
     )
 
 
@@ -240,8 +267,15 @@ def compare_configs(
     *,
     evaluator_for: Callable[[EngineConfig], Any] | None = None,
     progress: Callable[[int, int, str], None] | None = None,
+    save: bool = True,
+    reuse: bool = True,
 ) -> Comparison:
-    """Evaluate each config (cached re-scoring) on ``gs`` and compare them."""
+    """Evaluate each config (cached re-scoring) on ``gs`` and compare them.
+
+    With a workspace, each config's run is saved under its label (``save``), and a saved
+    run of the same config, index build, golden set, split and mode is re-used instead of
+    evaluating again (``reuse``), so the matrix, `runs diff` and reports read the same runs.
+    """
     if not 2 <= len(configs) <= 4:
         raise ValueError(f"compare needs 2 to 4 configs; got {len(configs)}")
     if evaluator_for is None:
@@ -250,20 +284,51 @@ def compare_configs(
         def evaluator_for(c: EngineConfig) -> Any:
             return evaluator(ws, c)
 
-    runs, modes = [], []
-    ev = None
+    runs, modes, records, reused = [], [], [], []
+    evs = []
     for n, (label, cfg) in enumerate(configs):
         if progress:
             progress(n, len(configs), label)
         m = mode or cfg.search.mode
         ev = evaluator_for(cfg)
-        runs.append((label, ev.run(gs, cfg, modes=[m], split=split)))
+        evs.append(ev)
+        rec: RunRecord | None = None
+        if ws is not None and reuse:
+            key = RunKey(
+                cfg.hash,
+                str(getattr(getattr(ev, "engine", None), "index_fingerprint", "") or ""),
+                gs.content_hash,
+                split,
+                m,
+                cfg.rerank.provider != "none",
+            )
+            rec = find_saved_run(ws.runs_dir, key)
+        reused.append(rec is not None)
+        if rec is not None:
+            run = rec.to_run()
+        else:
+            run = ev.run(gs, cfg, modes=[m], split=split, **_kb_name(ws))
+            run.label = label
+            if ws is not None and save:
+                save_run(run, ws.runs_dir)
+            rec = RunRecord.from_run(run)
+        runs.append((label, run))
+        records.append(rec)
         modes.append(m)
-    if ev is not None and hasattr(getattr(ev, "cache", None), "save"):
-        ev.cache.save()
+    caches: dict[int, Any] = {}
+    for e in evs:
+        cache = getattr(e, "cache", None)
+        if hasattr(cache, "save"):
+            caches[id(cache)] = cache
+    for cache in caches.values():
+        cache.save()
     if progress:
         progress(len(configs), len(configs), "done")
-    return compare_runs(runs, modes=modes)
+    return compare_runs(runs, modes=modes, records=records, reused=reused)
+
+
+def _kb_name(ws: Any) -> dict[str, str]:
+    return {"kb_name": ws.name} if ws is not None else {}
 
 
 def _rank(r: int | None) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from workbench.tune.experiment_store import ExperimentStore
+from workbench.tune.verdict import from_record
 
 
 def trajectory(store: ExperimentStore) -> list[dict[str, Any]]:
@@ -50,6 +51,7 @@ def log_rows(store: ExperimentStore) -> list[dict[str, Any]]:
                 "tune Δ": delta("tune", primary),
                 "holdout Δ": delta("holdout", primary),
                 "tier": str(r.get("tier", "")),
+                "verdict": v.text() if (v := from_record(r)) else "",
             }
         )
     return rows

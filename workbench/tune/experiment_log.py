@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workbench.tune.acceptance import Decision
+from workbench.tune.verdict import from_decision
 
 
 @dataclass
@@ -118,6 +119,7 @@ def format_log_entry(r: ExperimentResult) -> str:
         f"- **Rule**: {d.rule.name} (primary {d.rule.primary}, α = {d.rule.alpha:g})\n"
         f"{criteria}"
         f"- **Decision**: {verdict} ({why})\n"
+        f"- **Verdict**: {from_decision(d, r.verdict).text()}\n"
         f"- **Notes**: {one_line(r.notes) or '-'}\n"
     )
 
