@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from workbench.eval.snippets import escape_markdown, plain_text, snippet
+from workbench.ui.snippets import escape_markdown, plain_text, snippet, snippet_markdown
 
 CHAPTER = """## 传输方式
 
@@ -24,13 +24,13 @@ def test_plain_text_drops_headings_fences_images_and_link_targets():
 
 def test_snippet_marks_query_terms_and_escapes_markup():
     s = snippet(CHAPTER, "MCP 传输方式")
-    md = s.markdown()
+    md = snippet_markdown(s)
     assert ("**MCP**" in md and "**传输**" in md) or "**传输方式**" in md
     evil = snippet(
         "see [click](http://evil.example) and ![i](http://evil.example/x.png) <b>", "see"
     )
-    assert "http" not in evil.markdown()
-    assert "<b>" not in evil.markdown() and "\\<b\\>" in evil.markdown()
+    assert "http" not in snippet_markdown(evil)
+    assert "<b>" not in snippet_markdown(evil) and "\\<b\\>" in snippet_markdown(evil)
 
 
 def test_snippet_centres_on_the_matches_in_a_long_chapter():

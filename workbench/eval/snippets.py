@@ -1,5 +1,6 @@
 """Search-result snippets: the part of a chapter that matches the query, as plain text with
-the query's terms marked, safe to render as Markdown (wiki text is untrusted)."""
+the query's terms marked (pure; the UI renders them as escaped Markdown with
+``workbench.ui.snippets.snippet_markdown``, wiki text being untrusted)."""
 
 from __future__ import annotations
 
@@ -8,17 +9,11 @@ from dataclasses import dataclass
 
 from engine.cjk import has_cjk
 from engine.lexical import tokenize
-from workbench.answer.safe_markdown import escape_text
 
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s.*$", re.MULTILINE)
 _FENCE = re.compile(r"^\s*(```|~~~).*$", re.MULTILINE)
 _MARKUP = re.compile(r"!\[[^\]]*\]\([^)]*\)|\[([^\]]*)\]\([^)]*\)|[*_`]+|^\s*>+", re.MULTILINE)
 _SPACE = re.compile(r"\s+")
-
-
-# Characters Markdown (and Streamlit's :color[...] directives) give meaning to, escaped: one
-# rule for snippets, labels and titles (bare URLs become code, which GFM does not link).
-escape_markdown = escape_text
 
 
 def plain_text(markdown: str) -> str:
@@ -35,14 +30,6 @@ class Snippet:
     parts: tuple[tuple[str, bool], ...]  # (text, is a query term)
     clipped_left: bool
     clipped_right: bool
-
-    def markdown(self, mark: str = "**") -> str:
-        """Escaped Markdown with the terms wrapped in ``mark``."""
-        body = "".join(
-            f"{mark}{escape_markdown(t)}{mark}" if hit and t.strip() else escape_markdown(t)
-            for t, hit in self.parts
-        )
-        return ("… " if self.clipped_left else "") + body + (" …" if self.clipped_right else "")
 
     @property
     def text(self) -> str:

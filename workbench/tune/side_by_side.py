@@ -35,7 +35,7 @@ class ListEntry:
             "breadcrumb": self.breadcrumb,
             "gold": self.gold,
             "move": self.move,
-            "snippet": self.snippet.markdown() if self.snippet else "",
+            "snippet": [list(p) for p in self.snippet.parts] if self.snippet else [],
         }
 
 

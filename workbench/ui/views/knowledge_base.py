@@ -7,10 +7,10 @@ import streamlit as st
 
 from engine.config import field_spec
 from workbench.answer.safe_markdown import code_span, escape_text, safe_markdown
-from workbench.eval.snippets import escape_markdown, plain_text, snippet
 from workbench.ui import components as ui
 from workbench.ui import resources, state
 from workbench.ui.i18n import t
+from workbench.ui.snippets import escape_markdown, plain_text, snippet, snippet_markdown
 
 st.title(t("Knowledge base"))
 
@@ -248,7 +248,7 @@ with ui.guarded(t("Knowledge base")):
                     )
                     snip = snippet(r.summary or r.content, resp.query)
                     if snip.parts:
-                        st.markdown(snip.markdown())
+                        st.markdown(snippet_markdown(snip))
                     if r.expanded:
                         st.caption(
                             t("expanded: ")
