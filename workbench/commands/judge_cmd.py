@@ -117,13 +117,13 @@ def walk(
     read_key: Callable[[str], str],
 ) -> int:
     """Prompt for each entry, saving each answer at once (quitting loses nothing)."""
-    from workbench.ui.snippets import snippet  # Streamlit-free, shared with the UI
+    from workbench.ui.snippets import snippet, snippet_markdown  # Streamlit-free
 
     done = 0
     for n, e in enumerate(entries, 1):
         node = kb.get(e.node_id)
         crumb = " > ".join(node.breadcrumb) if node else "(chapter no longer in the KB)"
-        text = snippet(node.content, e.query).markdown("**") if node else ""
+        text = snippet_markdown(snippet(node.content, e.query)) if node else ""
         sys.stdout.write(
             f"\n[{n}/{len(entries)}] {e.item_id}: {e.query}\n  {crumb}\n  {e.node_id}\n  {text}\n"
         )
