@@ -80,7 +80,7 @@ def queue_for(
             raise EngineError(f"no run records in {ws.runs_dir}; run `wikirag eval` first")
         records = [latest]
     judged = J.read(J.path_for(gs.path)) if gs.path else []
-    runs = [(r.label(), r.to_run()) for r in records]
+    runs = [(r.name, r.to_run()) for r in records]
     return rating_queue(runs, gs, k=k, judgments=judged, rater=rater)
 
 
