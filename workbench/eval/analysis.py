@@ -238,9 +238,17 @@ class MatrixRow:
         return out
 
 
+def _modes(records: Sequence[RunRecord], mode: str | Sequence[str]) -> list[str]:
+    """One mode for every run, or one per run (a candidate may change ``search.mode``)."""
+    modes = [mode] * len(records) if isinstance(mode, str) else list(mode)
+    if len(modes) != len(records):
+        raise ValueError(f"{len(records)} runs need {len(records)} modes; got {len(modes)}")
+    return modes
+
+
 def run_matrix(
     records: Sequence[RunRecord],
-    mode: str,
+    mode: str | Sequence[str],
     measure: str = "mrr",
     *,
     outcome: str | None = None,
@@ -254,7 +262,10 @@ def run_matrix(
         raise ValueError("compare at least two runs")
     if outcome is not None and outcome not in OUTCOMES:
         raise ValueError(f"outcome must be one of {', '.join(OUTCOMES)}; got {outcome!r}")
-    by_run = [{q.id: q for q in r.for_mode(mode)} for r in records]
+    by_run = [
+        {q.id: q for q in r.for_mode(m)}
+        for r, m in zip(records, _modes(records, mode), strict=True)
+    ]
     common = [qid for qid in by_run[0] if all(qid in b for b in by_run[1:])]
     rows = []
     for qid in common:
@@ -293,13 +304,13 @@ def outcome_counts(rows: Sequence[MatrixRow]) -> dict[str, int]:
 
 
 def side_by_side(
-    records: Sequence[RunRecord], mode: str, qid: str, depth: int = 10
+    records: Sequence[RunRecord], mode: str | Sequence[str], qid: str, depth: int = 10
 ) -> tuple[list[str], list[list[tuple[str, bool]]]]:
     """The gold ids and each run's top ``depth`` as (node_id, is_relevant) for one query."""
     lists: list[list[tuple[str, bool]]] = []
     gold: list[str] = []
-    for rec in records:
-        q = _query(rec, mode, qid)
+    for rec, m in zip(records, _modes(records, mode), strict=True):
+        q = _query(rec, m, qid)
         if q is None:
             lists.append([])
             continue

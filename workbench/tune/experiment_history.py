@@ -55,3 +55,16 @@ def log_rows(store: ExperimentStore) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def log_entry(store: ExperimentStore, number: int) -> str | None:
+    """Experiment ``number``'s entry in the Markdown log (what a deep link opens), or None."""
+    if not store.log_md.is_file():
+        return None
+    text = store.log_md.read_text(encoding="utf-8")
+    head = f"\n### Experiment {number}:"
+    start = text.find(head)
+    if start < 0:
+        return None
+    end = text.find("\n### Experiment ", start + len(head))
+    return text[start : end if end >= 0 else len(text)].strip()
