@@ -22,6 +22,7 @@ PAGES = [
     st.Page("views/knowledge_base.py", title=t("Knowledge base"), icon=":material/account_tree:"),
     st.Page("views/golden_set.py", title=t("Golden set"), icon=":material/fact_check:"),
     st.Page("views/evaluate.py", title=t("Evaluate"), icon=":material/speed:"),
+    st.Page("views/tune.py", title=t("Tune"), icon=":material/tune:"),
     st.Page("views/compare.py", title=t("Compare & sweep"), icon=":material/compare_arrows:"),
     st.Page("views/experiments.py", title=t("Experiments"), icon=":material/science:"),
     st.Page("views/scorecard.py", title=t("Scorecard"), icon=":material/grade:"),

@@ -160,13 +160,31 @@ def clickable_table(
     """``st.dataframe`` of ``data`` (rows in ``ids`` order) where one row can be clicked: the
     id of the row just clicked, or None when no row is newly clicked, so a rerun does not pick
     it again (``state.changed`` under ``seen``, default ``key``)."""
+    options.setdefault("placeholder", "")  # a missing value reads blank, not "None"
+    # A click on any cell selects its row too (the row checkbox alone was easy to miss).
     table = st.dataframe(
-        data, hide_index=True, on_select="rerun", selection_mode="single-row", key=key, **options
+        data,
+        hide_index=True,
+        on_select="rerun",
+        selection_mode=["single-row", "single-cell"],
+        key=key,
+        **options,
     )
-    rows = table.selection.rows if table is not None and table.selection else []
-    if rows and state.changed(seen or key, ids[rows[0]]):
-        return ids[rows[0]]
+    picked = _picked_row(table.selection if table is not None else None)
+    if picked is not None and picked < len(ids) and state.changed(seen or key, ids[picked]):
+        return ids[picked]
     return None
+
+
+def _picked_row(selection: Any) -> int | None:
+    """The row of a selection: a selected row, else the row of a selected cell."""
+    if not selection:
+        return None
+    rows = list(selection.get("rows") or [])
+    if rows:
+        return int(rows[0])
+    cells = list(selection.get("cells") or [])
+    return int(cells[0][0]) if cells else None
 
 
 def fitted_height(rows: int, most: int) -> int:

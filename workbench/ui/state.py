@@ -83,6 +83,20 @@ SWEEP_SPLIT = "sw_split"
 SWEEP_MEASURE = "sw_m"
 SWEEP_RUN = "sw_run"
 SWEEP_EXPERIMENT = "sw_experiment"
+# views/tune.py (the tuning loop)
+TUNE_REF = "tune_ref"
+TUNE_N = "tune_n"
+TUNE_SPLIT = "tune_split"
+TUNE_RUN = "tune_run"
+TUNE_MEASURE = "tune_measure"
+TUNE_OUTCOME = "tune_outcome"
+TUNE_SLICE = "tune_slice"
+TUNE_SLICE_VALUE = "tune_slice_value"
+TUNE_MATRIX = "tune_matrix"
+TUNE_QUERY = "tune_query"
+TUNE_RESULT = "tune_result"
+TUNE_EXPERIMENTS = "tune_experiments"  # spec -> ExperimentResult run from the page
+TUNE_LINK = "tune_link"  # the deep link last applied (for changed())
 # views/evaluate.py
 EVAL_FORM = "eval_form"
 EVAL_MODES = "eval_modes"
@@ -156,6 +170,11 @@ KB_TREE_PICK = "kb_tree_pick"  # the tree table's last picked row (for changed()
 KB_OPEN = "kb_open"  # + the result's position (+ the child's position)
 COMPARE_BASE = "cmp_base"  # + the config's position
 COMPARE_EDIT = "cmp_edit"  # + the config's position
+TUNE_SOURCE = "tune_source"  # + the candidate's position
+TUNE_EDIT = "tune_edit"  # + the candidate's position
+TUNE_PICK = "tune_pick"  # + the candidate's position (catalog, run or experiment picked)
+TUNE_EXPERIMENT = "tune_experiment"  # + the candidate's position
+EXPERIMENT_LOG_TABLE = "exp_log_table"
 EXPERIMENT_VALUE = "exp_value"  # + the knob, e.g. exp_value_fusion.k
 REPORT_DOWNLOAD = "rep_dl"  # + the format's label
 SCORECARD_FIX = "sc_fix"  # + the suggestion's position
@@ -341,6 +360,24 @@ def sweep_result() -> Any:
 
 def set_sweep_result(result: Any) -> None:
     st.session_state[SWEEP_RESULT] = result
+
+
+def tune_result() -> Any:
+    return _get(TUNE_RESULT)
+
+
+def set_tune_result(result: Any) -> None:
+    st.session_state[TUNE_RESULT] = result
+    st.session_state[TUNE_EXPERIMENTS] = {}
+
+
+def tune_experiments() -> dict[str, Any]:
+    """Experiments run from the Tune page, by candidate spec (shown in place)."""
+    return dict(_get(TUNE_EXPERIMENTS) or {})
+
+
+def add_tune_experiment(spec: str, result: Any) -> None:
+    st.session_state[TUNE_EXPERIMENTS] = {**tune_experiments(), spec: result}
 
 
 def flash(message: str | None = None) -> str | None:

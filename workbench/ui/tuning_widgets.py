@@ -129,8 +129,8 @@ def config_value_widget(key: str, current: Any, widget_key: str) -> Any:
     return st.text_input(label, value=str(current), key=widget_key)
 
 
-def decision(result: Any) -> None:
-    """An ExperimentResult: verdict, every criterion with its measured value, tune vs holdout."""
+def verdict_line(result: Any) -> None:
+    """An ExperimentResult's verdict in plain words: accepted, or rolled back and why."""
     d = result.decision
     if getattr(result, "no_effect", False):
         st.info(
@@ -152,6 +152,14 @@ def decision(result: Any) -> None:
         )
         + ("" if d.accepted else " — " + "; ".join(d.reasons))
     )
+
+
+def decision(result: Any) -> None:
+    """An ExperimentResult: verdict, every criterion with its measured value, tune vs holdout."""
+    verdict_line(result)
+    if getattr(result, "no_effect", False):
+        return
+    d = result.decision
     st.caption(
         t(
             "Rule: **{name}** (primary {primary}, α = {alpha})",

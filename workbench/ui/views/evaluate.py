@@ -98,7 +98,11 @@ with ui.guarded(t("Evaluate")):
         st.info(t("No run yet: press **Run evaluation** above."))
         st.stop()
     names = [p.stem for p in runs]
+    linked = st.query_params.get("run")  # ?run=<id>: a pasted link opens that run
+    if linked in names and state.changed("run_query_param", linked):
+        state.show_run(linked)
     pick = st.selectbox(t("Run shown"), names, key=state.EVAL_RUN)
+    st.query_params["run"] = pick
     record = resources.run_record(runs[names.index(pick)])
 
     mode = record.modes[0]

@@ -13,7 +13,7 @@ from workbench.tune import optimizer
 from workbench.tune import rule as rules
 from workbench.tune.catalog import CATALOG, TIER_NAMES, Strategy
 from workbench.tune.catalog_walk import optimize
-from workbench.tune.experiment_history import log_rows, trajectory
+from workbench.tune.experiment_history import log_entry, log_rows, trajectory
 from workbench.tune.experiment_store import ExperimentStore
 from workbench.tune.experiments import run_experiment
 from workbench.tune.study import load_studies
@@ -308,16 +308,30 @@ with ui.guarded(t("Experiments")):
     st.subheader(t("Optimization log"))
     rows = log_rows(store)
     if rows:
-        st.dataframe(  # sortable by any column; newest first
+        numbers = [str(r["number"]) for r in rows]
+        clicked = ui.clickable_table(  # sortable by any column; newest first
             pd.DataFrame(rows),
-            hide_index=True,
+            numbers,
+            state.EXPERIMENT_LOG_TABLE,
             width="stretch",
+            height=ui.fitted_height(len(rows), 360),
             column_config={
                 "number": st.column_config.NumberColumn("#", format="%d"),
                 "tune Δ": st.column_config.NumberColumn(format="%+.3f"),
                 "holdout Δ": st.column_config.NumberColumn(format="%+.3f"),
             },
         )
+        if clicked is not None:
+            st.query_params["experiment"] = clicked
+        linked = st.query_params.get("experiment")  # ?experiment=<n>: a pasted link
+        entry = log_entry(store, int(linked)) if linked and linked.isdigit() else None
+        if entry is not None:
+            with st.container(border=True):
+                st.markdown(entry.replace("### ", "#### ", 1))
+        elif linked:
+            st.warning(t("No experiment {n} in this log.", n=linked))
+        else:
+            st.caption(t("Click a row to open its entry; the URL then links to it."))
         with st.expander(t("The log as Markdown ({path})", path=store.log_md.name)):
             if store.log_md.is_file():
                 st.markdown(
