@@ -12,6 +12,7 @@ import json
 import math
 import types
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -19,6 +20,7 @@ from typing import Any, Literal
 import yaml
 
 from engine.errors import ConfigError, yaml_error_summary
+from engine.fusion import FUSIONS, NORMALIZATIONS
 from engine.yaml_safe import safe_load, short
 
 # The one definition of the search modes and expand choices: the CLI's `choices=`, the HTTP
@@ -31,6 +33,12 @@ EXPAND_MODES: tuple[str, ...] = typing.get_args(ExpandMode)
 
 def _choice(*values: str, default: str) -> Any:
     return field(default=default, metadata={"choices": values})
+
+
+def _registered(registry: Mapping[str, object], default: str) -> Any:
+    """A key whose choices are a registry's names, read on every use (one more entry in
+    the registry is one more valid value)."""
+    return field(default=default, metadata={"choices": registry})
 
 
 def _num(
@@ -106,14 +114,14 @@ class FusionConfig:
     # "rrf": weighted reciprocal rank fusion (k, raw weights). "convex": weighted sum of
     # per-channel normalised scores (``normalization``), weights scaled to sum 1.
     # "dbsf": distribution-based score fusion as Qdrant ships it (mean +- 3 std, clipped),
-    # weights scaled to sum 1. Definitions in engine/pipeline.py.
+    # weights scaled to sum 1. Definitions and the registries in engine/fusion.py.
     # Default by measurement (benchmarks/bench_defaults.py over six question sets, CMRC,
     # TiDB FAQ x2, Vue, GitLab handbook, the bundled wiki; docs/benchmarks.md): convex tmm
     # with BM25 at 0.7 had the best mean hybrid MRR (0.788) of the configs whose hybrid
     # stays within 0.005 MRR of the best single channel on every set; RRF 1:1 lost to the
     # keyword channel on 4 of the 6 (by up to 0.070).
-    method: str = _choice("rrf", "convex", "dbsf", default="convex")
-    normalization: str = _choice("minmax", "zscore", "tmm", default="tmm")  # convex only
+    method: str = _registered(FUSIONS, default="convex")
+    normalization: str = _registered(NORMALIZATIONS, default="tmm")  # convex only
     k: float = _num(60.0, 0.0, 10000.0)  # rrf only
     vector_weight: float = _num(0.3, 0.0, 100.0)
     bm25_weight: float = _num(0.7, 0.0, 100.0)
@@ -363,10 +371,16 @@ def field_spec(dotted: str) -> dict[str, Any]:
                     return {
                         "type": _resolve(_section_type(sec), f.name),
                         "default": f.default,
-                        "choices": f.metadata.get("choices"),
+                        "choices": _choices(f),
                         "range": f.metadata.get("range"),
                     }
     raise ConfigError(f"unknown config key {short(dotted)}; known keys: {', '.join(all_keys())}")
+
+
+def _choices(f: dataclasses.Field[Any]) -> tuple[str, ...] | None:
+    """A key's choices as they stand now (a registry's names are read when asked)."""
+    choices = f.metadata.get("choices")
+    return None if choices is None else tuple(choices)
 
 
 def _section_type(f: dataclasses.Field[Any]) -> type:

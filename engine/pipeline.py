@@ -5,23 +5,8 @@ config). ``compose`` is the one composition of those stages (channels -> fuse ->
 inject -> cut): ``Engine.search`` calls it on live candidates and the evaluator calls it on
 cached ones, so re-scored metrics equal a full run by construction.
 
-Fusion methods (``fusion.method``), over the two channels each cut to the candidate pool:
-
-- ``rrf``: sum_c w_c / (k + rank_c(d)); raw weights (today's behaviour, unchanged).
-- ``convex``: sum_c w_c * norm_c(s_c(d)) with the weights scaled to sum 1 (Bruch et al.
-  2023's convex combination; scaling changes no order, it keeps minmax/tmm scores in
-  [0, 1]). ``fusion.normalization`` picks norm_c, per query and channel, as ranx does:
-  ``minmax`` (s - min) / max(max - min, 1e-9) over the channel's pool (ranx "min-max");
-  ``zscore`` (s - mean) / max(std, 1e-9), population std (ranx "zmuv"); ``tmm``
-  theoretical min-max (s - lb) / max(max - lb, 1e-9) with lb = -1 for cosine (the true
-  lower bound of unit vectors) and lb = 0 for BM25, max = the observed top score.
-  A document missing from a channel's pool contributes 0 for that channel, after
-  normalisation, exactly as ranx's ``wsum`` (so under zscore it counts as an average
-  document, under minmax/tmm as the channel's floor).
-- ``dbsf``: Qdrant's distribution-based score fusion: per channel, (s - (mu - 3 sigma)) /
-  (6 sigma) clipped to [0, 1], sigma the sample std (n - 1, as qdrant-client); a channel of
-  one document or of equal scores (sigma 0) normalises to 0.5; missing documents
-  contribute 0; weighted sum with weights scaled to sum 1 (Qdrant's is 1:1).
+Fusion methods and normalisations are values in ``engine.fusion``'s registries; ``fuse``
+looks the configured one up there.
 
 Ties are broken by node id ascending everywhere.
 """
@@ -33,6 +18,7 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from engine.config import EngineConfig
+from engine.fusion import FUSIONS
 
 # Candidate pool kept per channel in caches; any config with top_k * multiplier above this
 # needs a fresh retrieval (the evaluator checks ``Candidates.pool``).
@@ -71,105 +57,6 @@ def pool_size(cfg: EngineConfig, top_k: int, use_rerank: bool) -> int:
     return max(top_k, top_k * mult)
 
 
-def rrf(
-    channels: Mapping[str, Sequence[str]], weights: Mapping[str, float], k: float
-) -> list[tuple[str, float]]:
-    """Weighted reciprocal rank fusion: score(d) = sum_i w_i / (k + rank_i(d)), ranks 1-based.
-
-    Cormack, Clarke & Buettcher (SIGIR 2009), with per-channel weights. Ties are broken by
-    node id ascending so the output is deterministic and independent of channel order.
-    """
-    if k < 0:
-        raise ValueError("RRF k must be >= 0")
-    scores: dict[str, float] = {}
-    for name, ids in channels.items():
-        w = float(weights.get(name, 1.0))
-        if w == 0.0:
-            continue
-        seen: set[str] = set()
-        rank = 0
-        for node_id in ids:
-            if node_id in seen:
-                continue
-            seen.add(node_id)
-            rank += 1
-            scores[node_id] = scores.get(node_id, 0.0) + w / (k + rank)
-    return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
-
-
-FUSION_METHODS = ("rrf", "convex", "dbsf")
-NORMALIZATIONS = ("minmax", "zscore", "tmm")
-# Theoretical lower bounds for ``tmm``: unit-vector cosine >= -1, BM25 >= 0.
-THEORETICAL_MIN = {"vector": -1.0, "bm25": 0.0}
-_EPS = 1e-9  # ranx's floor on min-max / z-score denominators
-
-
-def _dedup(pairs: Sequence[tuple[str, float]]) -> list[tuple[str, float]]:
-    seen: set[str] = set()
-    out = []
-    for nid, s in pairs:
-        if nid not in seen:
-            seen.add(nid)
-            out.append((nid, float(s)))
-    return out
-
-
-def _unit_weights(weights: Mapping[str, float], names: Sequence[str]) -> dict[str, float]:
-    """Weights scaled to sum 1 (all zero stays all zero: every score is then 0)."""
-    raw = {n: float(weights.get(n, 1.0)) for n in names}
-    total = sum(raw.values())
-    return {n: (w / total if total > 0 else 0.0) for n, w in raw.items()}
-
-
-def normalize(scores: Sequence[float], how: str, lower_bound: float = 0.0) -> list[float]:
-    """One channel's scores normalised by ``how`` (minmax | zscore | tmm | dbsf)."""
-    if not scores:
-        return []
-    xs = [float(x) for x in scores]
-    n = len(xs)
-    if how == "minmax":
-        lo, hi = min(xs), max(xs)
-        return [(x - lo) / max(hi - lo, _EPS) for x in xs]
-    if how == "tmm":
-        hi = max(xs)
-        return [(x - lower_bound) / max(hi - lower_bound, _EPS) for x in xs]
-    mean = sum(xs) / n
-    if how == "zscore":
-        std = (sum((x - mean) ** 2 for x in xs) / n) ** 0.5
-        return [(x - mean) / max(std, _EPS) for x in xs]
-    if how == "dbsf":
-        if n < 2:
-            return [0.5]
-        std = (sum((x - mean) ** 2 for x in xs) / (n - 1)) ** 0.5
-        if std == 0.0:
-            return [0.5] * n
-        lo = mean - 3.0 * std
-        return [min(1.0, max(0.0, (x - lo) / (6.0 * std))) for x in xs]
-    raise ValueError(f"normalization must be one of minmax, zscore, tmm, dbsf; got {how!r}")
-
-
-def score_fusion(
-    channels: Mapping[str, Sequence[tuple[str, float]]],
-    weights: Mapping[str, float],
-    how: str,
-    lower_bounds: Mapping[str, float] | None = None,
-) -> list[tuple[str, float]]:
-    """Weighted sum of per-channel normalised scores (weights scaled to sum 1).
-
-    A document absent from a channel gets 0 from it (ranx ``wsum`` semantics). Used by
-    ``convex`` (how = minmax | zscore | tmm) and ``dbsf`` (how = dbsf).
-    """
-    w = _unit_weights(weights, list(channels))
-    scores: dict[str, float] = {}
-    for name, pairs in channels.items():
-        pairs = _dedup(pairs)
-        lb = (lower_bounds or THEORETICAL_MIN).get(name, 0.0)
-        normed = normalize([s for _, s in pairs], how, lb)
-        for (nid, _), x in zip(pairs, normed, strict=True):
-            scores[nid] = scores.get(nid, 0.0) + w[name] * x
-    return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
-
-
 def fuse(cands: Candidates, cfg: EngineConfig, mode: str, pool: int) -> list[tuple[str, float]]:
     """Fuse the channels for a search mode, each channel cut to ``pool`` first."""
     if mode == "vector":
@@ -179,17 +66,12 @@ def fuse(cands: Candidates, cfg: EngineConfig, mode: str, pool: int) -> list[tup
     if mode != "hybrid":
         raise ValueError(f"search mode must be hybrid, vector or keyword; got {mode!r}")
     f = cfg.fusion
+    method = FUSIONS.get(f.method)
+    if method is None:
+        raise ValueError(f"fusion.method must be one of {', '.join(FUSIONS)}; got {f.method!r}")
     weights = {"vector": f.vector_weight, "bm25": f.bm25_weight}
-    if f.method == "rrf":
-        vec = [nid for nid, _ in cands.vector[:pool]]
-        lex = [nid for nid, _ in cands.bm25[:pool]]
-        return rrf({"vector": vec, "bm25": lex}, weights, f.k)
     channels = {"vector": cands.vector[:pool], "bm25": cands.bm25[:pool]}
-    if f.method == "convex":
-        return score_fusion(channels, weights, f.normalization)
-    if f.method == "dbsf":
-        return score_fusion(channels, weights, "dbsf")
-    raise ValueError(f"fusion.method must be one of {', '.join(FUSION_METHODS)}; got {f.method!r}")
+    return method.fuse(channels, weights, f)
 
 
 def rerank_order(

@@ -5,7 +5,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from engine.config import EngineConfig
-from engine.pipeline import Candidates, fuse, inject_children, pool_size, rank, rerank_order, rrf
+from engine.fusion import rrf
+from engine.pipeline import Candidates, fuse, inject_children, pool_size, rank, rerank_order
 
 # The first release's fusion (weighted RRF 1:1): these tests are about RRF, not the default.
 RRF11 = EngineConfig().with_overrides(

@@ -17,7 +17,8 @@ import pytest
 
 from engine.config import EngineConfig
 from engine.errors import ConfigError
-from engine.pipeline import THEORETICAL_MIN, Candidates, fuse, normalize, rrf, score_fusion
+from engine.fusion import THEORETICAL_MIN, normalize, rrf, score_fusion
+from engine.pipeline import Candidates, fuse
 
 ranx = pytest.importorskip("ranx", reason="ranx is the fusion oracle: pip install -e '.[dev]'")
 

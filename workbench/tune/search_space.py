@@ -8,11 +8,12 @@ field weights are added to the config, and never proposes a key the config would
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from engine.config import EngineConfig, all_keys, field_spec
+from engine.fusion import FUSIONS, NORMALIZATIONS, MethodsReading
 
 HYBRID = ("hybrid",)
 LEXICAL_MODES = ("hybrid", "keyword")
@@ -34,8 +35,10 @@ class ParamSpec:
     high: float | None = None
     step: float | None = None
     log: bool = False
-    choices: tuple[Any, ...] = ()
-    when: tuple[tuple[str, tuple[Any, ...]], ...] = ()
+    # A registry (``FUSIONS``) or a live view of one is read on every use, so a registered
+    # fusion method is searched with no change here.
+    choices: Collection[Any] = ()
+    when: tuple[tuple[str, Collection[Any]], ...] = ()
     why: str = ""
 
     def __post_init__(self) -> None:
@@ -112,15 +115,15 @@ SEARCH_SPACE: tuple[ParamSpec, ...] = (
     ParamSpec(
         "fusion.method",
         "categorical",
-        choices=("rrf", "convex", "dbsf"),
+        choices=FUSIONS,
         when=(("search.mode", HYBRID),),
         why="score fusions beat RRF in Bruch et al. 2023",
     ),
     ParamSpec(
         "fusion.normalization",
         "categorical",
-        choices=("minmax", "zscore", "tmm"),
-        when=(("search.mode", HYBRID), ("fusion.method", ("convex",))),
+        choices=NORMALIZATIONS,
+        when=(("search.mode", HYBRID), ("fusion.method", MethodsReading("normalization"))),
     ),
     ParamSpec(
         "fusion.k",
@@ -128,7 +131,7 @@ SEARCH_SPACE: tuple[ParamSpec, ...] = (
         1.0,
         200.0,
         log=True,
-        when=(("search.mode", HYBRID), ("fusion.method", ("rrf",))),
+        when=(("search.mode", HYBRID), ("fusion.method", MethodsReading("k"))),
         why="RRF's k: small lets each channel's top ranks dominate",
     ),
     # Only the ratio of the two weights matters (RRF scales, score fusions normalise them),
