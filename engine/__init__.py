@@ -51,6 +51,7 @@ Index
 Search
   topn           exact top-n selection shared by both channels
   channels       expansion + BM25 and vector retrieval -> ``Candidates``
+  fusion         the fusion registries: methods (rrf, convex, dbsf) and normalisations
   pipeline       pure fusion -> rerank merge -> injection -> cut (search and evaluation)
   response       ranked ids -> ``SearchResult``; node lookups and metadata
   shared         what engines of one index share: loaded state, model caches
