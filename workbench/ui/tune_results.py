@@ -177,7 +177,7 @@ def query_view(res: LoopResult, qid: str, kb: Any) -> None:
                 lines.append(f"{r.rank}. {title} {move}")
                 node = kb.nodes.get(r.node_id) if kb is not None else None
                 if node is not None:
-                    text = snippets.snippet(node.content, s.query, 110).markdown()
+                    text = snippets.snippet_markdown(snippets.snippet(node.content, s.query, 110))
                     lines.append(f"   :small[:gray[{text}]]")
             st.markdown("\n".join(lines) or t("(no results)"))
 
