@@ -17,6 +17,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     common.add_workspace_args(ask)
     common.add_answer_args(ask)
     common.add_json_arg(ask, "machine-readable answer on stdout")
+    common.add_log_args(ask)
     ask.add_argument(
         "--save",
         nargs="?",
@@ -38,6 +39,7 @@ def _ask(args: argparse.Namespace) -> int:
     from engine.search import Engine
     from workbench.answer.chat import answer
     from workbench.answer.llm import LLMClient
+    from workbench.eval.query_log import query_log_for
 
     if args.top_k < 1:
         raise ValueError("--top-k must be at least 1")
@@ -57,6 +59,9 @@ def _ask(args: argparse.Namespace) -> int:
                 for t in store.load(args.save).turns
             ]
             cid = args.save
+    log = query_log_for(ws.index, args.log_queries or None, args.log_retention_days)
+    if log is not None:
+        log.record(args.question, "chat")
     ans = answer(
         args.question, engine, cfg, history=history, llm=llm, mode=args.mode, top_k=args.top_k
     )

@@ -9,6 +9,7 @@ from typing import Any
 
 from engine.config import SEARCH_MODES, EngineConfig, parse_override
 from workbench.eval.golden import SPLITS
+from workbench.eval.query_log import DEFAULT_RETENTION_DAYS, LOG_ENV
 from workbench.workspace import Workspace, resolve
 
 _JSON_HELP = "machine-readable output on stdout"
@@ -164,3 +165,19 @@ def print_json(obj: Any) -> None:
 def info(msg: str) -> None:
     """Human-facing progress/info goes to stderr so --json stdout stays clean."""
     sys.stderr.write(msg + "\n")
+
+
+def add_log_args(p: argparse.ArgumentParser) -> None:
+    """``--log-queries`` / ``--log-retention-days``: the opt-in log of questions asked."""
+    p.add_argument(
+        "--log-queries",
+        action="store_true",
+        help=f"record each question (no answers, no keys) beside the index (also ${LOG_ENV}=1)",
+    )
+    p.add_argument(
+        "--log-retention-days",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"drop logged questions older than N days (default {DEFAULT_RETENTION_DAYS})",
+    )

@@ -8,7 +8,7 @@ import sys
 from engine.errors import EngineError
 from engine.tree import KnowledgeBase, parse_kb
 from workbench.commands.common import add_kb_args, info, print_json, workspace
-from workbench.eval import golden, golden_drift
+from workbench.eval import golden, golden_drift, query_log
 from workbench.eval.health import GoldenHealth, format_health, golden_health
 from workbench.workspace import Workspace
 
@@ -41,6 +41,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_kb_args(h)
     h.set_defaults(func=_health)
+    sm = gs.add_parser(
+        "sample", help="queue questions from the query log for judging; --promote judged ones"
+    )
+    add_kb_args(sm, index=True)
+    sm.add_argument("--from-log", action="store_true", help="sample the KB's query log")
+    sm.add_argument("--n", type=int, default=20, help="questions to sample (default 20)")
+    sm.add_argument("--strategy", choices=query_log.STRATEGIES, default="random")
+    sm.add_argument("--seed", type=int, default=0)
+    sm.add_argument(
+        "--promote", action="store_true", help="move pending questions with a relevant chapter"
+    )
+    sm.set_defaults(func=_sample)
     p.set_defaults(func=lambda a: p.print_help())
 
 
@@ -179,4 +191,43 @@ def _health(args: argparse.Namespace) -> int:
         print_json(h.to_dict())
     else:
         sys.stdout.write(format_health(h))
+    return 0
+
+
+def _sample(args: argparse.Namespace) -> int:
+    from workbench.eval import pending
+
+    ws = workspace(args)
+    gs = golden.load(ws.dataset)
+    if args.promote:
+        gs, moved = pending.promote(gs)
+        info(f"promoted {len(moved)} questions into {ws.dataset}: {', '.join(moved) or 'none'}")
+        return 0
+    if not args.from_log:
+        raise EngineError("say where to sample from: --from-log (or --promote judged questions)")
+    log = query_log.QueryLog(query_log.log_path(ws.index))
+    entries = log.entries()
+    if not entries:
+        raise EngineError(
+            f"no logged questions in {log.path}; serve with --log-queries (or set "
+            f"${query_log.LOG_ENV}=1) to record some"
+        )
+    waiting = [i.query for i in pending.load(ws.dataset)]
+    picked = query_log.sample(
+        entries,
+        args.n,
+        args.strategy,
+        exclude=[i.query for i in gs.items] + waiting,
+        seed=args.seed,
+    )
+    added = pending.add(gs, picked)
+    if args.json:
+        print_json([{"id": i.id, "query": i.query, "notes": i.notes} for i in added])
+    else:
+        for i in added:
+            sys.stdout.write(f"{i.id}\t{i.query}\t({i.notes})\n")
+    info(
+        f"{len(added)} questions queued in {pending.path_for(ws.dataset)}; rate their chapters "
+        "with `wikirag judge --pending`, then `wikirag golden sample --promote`"
+    )
     return 0

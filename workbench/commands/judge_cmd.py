@@ -42,7 +42,8 @@ def _rater_arg(p: argparse.ArgumentParser) -> None:
 
 
 def _queue_args(p: argparse.ArgumentParser) -> None:
-    add_kb_args(p)
+    add_kb_args(p, index=True)
+    p.add_argument("--config", default=None, help="--pending: the config to search with")
     _rater_arg(p)
     p.add_argument(
         "--run",
@@ -53,6 +54,11 @@ def _queue_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--k", type=int, default=UNJUDGED_K, help="top k of each run to judge")
     p.add_argument("--list", action="store_true", help="print the queue instead of prompting")
+    p.add_argument(
+        "--pending",
+        action="store_true",
+        help="judge the baseline's top k for questions sampled from the query log",
+    )
     p.set_defaults(func=_queue)
 
 
@@ -84,13 +90,32 @@ def queue_for(
     return rating_queue(runs, gs, k=k, judgments=judged, rater=rater)
 
 
+def pending_queue(
+    ws: Workspace, gs: golden.GoldenSet, k: int, rater: str | None
+) -> list[QueueEntry]:
+    """The queue of the questions waiting in ``<set>.pending.yaml`` (baseline's top k)."""
+    from engine.search import Engine
+    from workbench.eval import pending
+
+    engine = Engine.open(ws.kb, ws.index, ws.load_config())
+
+    def search(q: str) -> list[str]:
+        return [r.node_id for r in engine.search(q, top_k=k).results]
+
+    judged = J.read(J.path_for(ws.dataset))
+    return pending.queue(gs, search, judgments=judged, rater=rater)
+
+
 def _queue(args: argparse.Namespace) -> int:
     if args.k < 1:
         raise ValueError("--k must be at least 1")
     ws = workspace(args)
     gs = golden.load(ws.dataset)
     rater = None if args.list else _rater(args)
-    entries = queue_for(ws, gs, args.run, args.k, rater)
+    if args.pending:
+        entries = pending_queue(ws, gs, args.k, rater)
+    else:
+        entries = queue_for(ws, gs, args.run, args.k, rater)
     if args.list:
         if args.json:
             print_json([e.to_dict() for e in entries])
@@ -166,7 +191,10 @@ def _read_key(prompt: str) -> str:
 def _set(args: argparse.Namespace) -> int:
     ws = workspace(args)
     gs = golden.load(ws.dataset)
-    if gs.get(args.query_id) is None:
+    from workbench.eval import pending
+
+    waiting = {i.id for i in pending.load(ws.dataset)}
+    if gs.get(args.query_id) is None and args.query_id not in waiting:
         raise J.JudgmentsError(
             f"no query {args.query_id!r} in {ws.dataset}; `wikirag golden validate` lists them"
         )

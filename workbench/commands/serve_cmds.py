@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from workbench.commands.common import add_workspace_args, effective_config, info, workspace
+from workbench.commands.common import (
+    add_log_args,
+    add_workspace_args,
+    effective_config,
+    info,
+    workspace,
+)
+from workbench.eval.query_log import query_log_for
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -29,6 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="N",
         help="searches computed at once; more wait for a slot (default: CPU count; 0: no cap)",
     )
+    add_log_args(p)
     p.set_defaults(func=_serve)
 
     m = sub.add_parser(
@@ -47,6 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     m.add_argument("--host", default="127.0.0.1", help="bind address for --http")
     _add_allow_host(m)
+    add_log_args(m)
     m.set_defaults(func=_mcp)
 
 
@@ -70,7 +79,10 @@ def _serve(args: argparse.Namespace) -> int:
     source = ws.config_path or "built-in defaults"
     info(f"wikirag serve: KB {ws.kb}, index {ws.index}, config {source} ({cfg.hash})")
     allowed = allowed_hosts(args.allow_host, bind=args.host)
-    app = create_app(ws, cfg, max_concurrent=args.max_concurrent, allowed=allowed)
+    log = query_log_for(ws.index, args.log_queries or None, args.log_retention_days)
+    if log is not None:
+        info(f"logging questions (no answers) to {log.path}, kept {log.retention_days} days")
+    app = create_app(ws, cfg, max_concurrent=args.max_concurrent, allowed=allowed, query_log=log)
     run_server(app, host=args.host, port=args.port)
     return 0
 
@@ -85,7 +97,8 @@ def _mcp(args: argparse.Namespace) -> int:
             f"wikirag mcp: KB {ws.kb}, index {ws.index}, "
             f"config {ws.config_path or 'built-in defaults'} ({cfg.hash})"
         )
-    server = open_mcp_server(ws, cfg)
+        log = query_log_for(ws.index, args.log_queries or None, args.log_retention_days)
+    server = open_mcp_server(ws, cfg, query_log=log)
     if args.http is not None:
         run_http(server, host=args.host, port=args.http, allow=args.allow_host)
     else:

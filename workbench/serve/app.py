@@ -83,6 +83,7 @@ def create_app(
     max_concurrent: int | None = None,
     allowed: Sequence[str] | None = None,
     max_body: int = MAX_BODY_BYTES,
+    query_log: Any = None,
 ) -> FastAPI:
     """The HTTP API serving ``cfg`` over ``ws`` (see the module docstring).
 
@@ -93,6 +94,8 @@ def create_app(
     ``workbench.serve.http_guard``); ``max_body`` caps request bodies (413 above).
     ``max_concurrent`` caps searches/answers computed at once (default: the CPU count; 0: no
     cap); more requests wait for a slot instead of all slowing down together.
+    ``query_log`` (a ``workbench.eval.query_log.QueryLog``) records each question asked of
+    /search and /ask; None (the default) records nothing.
     """
     config_hash = cfg.hash
     served = ServedEngine(ws, cfg, engine=engine)
@@ -126,6 +129,7 @@ def create_app(
     app.state.jobs = jobs
     app.state.config_hash = config_hash
     state = ServerState(ws=ws, cfg=cfg, served=served, jobs=jobs, llm=llm, slots=slots, token=token)
+    state.query_log = query_log
     app.add_middleware(_ConfigHashHeader, config_hash=config_hash, on_request=state.count_request)
     # Added last = outermost: a foreign Host / Origin or an oversized body never reaches a route.
     app.add_middleware(

@@ -77,9 +77,10 @@ def _doc_path(kb_root: Path, doc_id: str) -> Path:
 
 
 def build_mcp_server(
-    served: ServedEngine, *, llm: Any = None, name: str = "wikirag"
+    served: ServedEngine, *, llm: Any = None, name: str = "wikirag", query_log: Any = None
 ) -> Any:  # -> mcp.server.mcpserver.MCPServer
-    """An MCPServer whose tools and resources answer from ``served``."""
+    """An MCPServer whose tools and resources answer from ``served``; ``query_log`` (a
+    QueryLog) records the questions of search_knowledge and ask, None nothing."""
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ResourceError, ToolError
     from mcp.server.mcpserver.resources import FunctionResource
@@ -142,6 +143,8 @@ def build_mcp_server(
         breadcrumb, content, summary and metadata (file_path, line, ...), plus the config_hash
         of the engine settings that produced them."""
         check_text(query, "query")
+        if query_log is not None:
+            query_log.record(query, "mcp")
         with tool_errors():
             resp = engine().search(
                 query,
@@ -173,6 +176,8 @@ def build_mcp_server(
         chapters listed in 'citations'. Refuses (refusal=true) when the wiki does not cover it.
         Uses the configured LLM, else answers extractively and says so."""
         check_text(question, "question")
+        if query_log is not None:
+            query_log.record(question, "mcp")
         with tool_errors(ValueError):
             ans = chat_answer(question, engine(), cfg, llm=llm, top_k=top_k)
         return {
@@ -229,14 +234,16 @@ def build_mcp_server(
     return server
 
 
-def open_mcp_server(ws: Workspace, cfg: EngineConfig) -> Any:
+def open_mcp_server(ws: Workspace, cfg: EngineConfig, query_log: Any = None) -> Any:
     """Load and warm the engine (stdout kept clean meanwhile) and build the server."""
     from workbench.answer.llm import LLMClient
 
     with quiet_stdout():
         silence_libraries()
         served = ServedEngine(ws, cfg, missing_hint="then call the tool again; no restart needed")
-        return build_mcp_server(served, llm=LLMClient.from_config(cfg.llm, kb=ws.kb))
+        return build_mcp_server(
+            served, llm=LLMClient.from_config(cfg.llm, kb=ws.kb), query_log=query_log
+        )
 
 
 class _ReplyToBadLines:

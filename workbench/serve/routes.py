@@ -83,6 +83,11 @@ class ServerState:
     started: float = field(default_factory=time.monotonic)
     counters: dict[str, int] = field(default_factory=lambda: {"requests": 0, "errors": 0})
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    query_log: Any = None  # a QueryLog when `serve --log-queries`; None logs nothing
+
+    def log_query(self, text: str) -> None:
+        if self.query_log is not None:
+            self.query_log.record(text, "http")
 
     @property
     def config_hash(self) -> str:
@@ -202,6 +207,7 @@ def add_search_routes(app: FastAPI, st: ServerState) -> None:
         summary="hybrid search over the KB's chapters",
     )
     def search(req: SearchRequest) -> dict[str, Any]:
+        st.log_query(req.query)
         with st.slots:
             resp = served.get().search(
                 req.query,
@@ -291,6 +297,7 @@ def add_search_routes(app: FastAPI, st: ServerState) -> None:
     )
     def ask(req: AskRequest) -> dict[str, Any]:
         history = [t.model_dump() for t in req.history] if req.history else None
+        st.log_query(req.question)
         with st.slots:
             ans = chat_answer(
                 req.question,

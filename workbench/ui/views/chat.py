@@ -10,6 +10,7 @@ from workbench.answer.chat import ANSWER_MODES, DEFAULT_ANSWER_MODE, DEFAULT_TOP
 from workbench.answer.drafting import draft_golden_item
 from workbench.answer.safe_markdown import escape_text, safe_markdown
 from workbench.eval import golden
+from workbench.eval.query_log import query_log_for
 from workbench.ui import chat_turns, resources, state
 from workbench.ui import components as ui
 from workbench.ui.conversations import history_panel, keep_turn
@@ -161,6 +162,9 @@ with ui.guarded(t("Chat")):
                 # Raw model deltas: defused before rendering, like the final answer.
                 live.markdown(safe_markdown("".join(streamed)) + " ▌")
 
+            log = query_log_for(ws.index)  # on only with $WIKIRAG_LOG_QUERIES=1
+            if log is not None:
+                log.record(question, "chat")
             with st.spinner(t("Searching the wiki…")):
                 result = answer(
                     question,
