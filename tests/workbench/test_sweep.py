@@ -100,7 +100,7 @@ def test_sweep_one_key_best_point_and_holdout():
 def test_sweep_two_keys_matrix_csv_json():
     res = sweep(
         None,
-        RRF11,
+        RRF11.with_overrides({"fusion.k": 10}),  # the current values are grid points here
         {"fusion.k": [10, 30], "fusion.bm25_weight": [1.0, 2.0]},
         GS,
         evaluator_for=FakeEvaluator,
@@ -118,6 +118,15 @@ def test_sweep_two_keys_matrix_csv_json():
     assert "tune recall@5: rows fusion.k, columns fusion.bm25_weight" in format_sweep(res)
     figs = sweep_figures(res)
     assert figs[0].data[0].type == "heatmap"
+
+
+def test_a_sweep_always_includes_the_current_value_and_plots_each_measure_on_its_own_axis():
+    res = sweep(None, RRF11, {"fusion.k": [10, 30]}, GS, evaluator_for=FakeEvaluator)
+    assert [p.values["fusion.k"] for p in res.points] == [10, 30, 60.0]  # 60: the current k
+    assert res.current_index == 2
+    line = sweep_figures(res)[0]
+    axes = {t.yaxis for t in line.data}
+    assert len(axes) == len(line.data) == 3  # one y axis per measure
 
 
 def test_best_index_tie_breaks():

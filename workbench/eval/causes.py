@@ -83,13 +83,13 @@ def cause_message(code: str) -> Message:
     return Message(CAUSES.get(code, code))
 
 
-def rank_text(rank: int | None, rank_any: int | None = None) -> str:
+def rank_text(rank: int | None, rank_any: int | None = None) -> str | Message:
     """A stage rank for a table cell: ``3``; ``41 (past the pool)`` when the channel had it
     only below its candidate pool; a dash when the stage did not rank it at all."""
     if rank is not None:
         return str(rank)
     if rank_any is not None:
-        return f"{rank_any} (past the pool)"
+        return Message("{rank} (past the pool)", {"rank": rank_any})
     return NOT_RANKED
 
 

@@ -65,6 +65,7 @@ class Dimension:
     next_experiment: dict[str, Any] | None = None  # {"overrides": {...}, "why": str}
     action: str = ""  # what else would raise it (outside the config)
     alternatives: tuple[dict[str, Any], ...] = ()  # further experiments, best first
+    next_steps: tuple[Any, ...] = ()  # runnable steps (workbench.tune.next_steps.NextStep)
 
     @property
     def loss(self) -> float:
@@ -85,6 +86,7 @@ class Dimension:
             "next_experiment": self.next_experiment,
             "action": self.action,
             "alternatives": list(self.alternatives),
+            "next_steps": [s.to_dict() for s in self.next_steps],
         }
 
 

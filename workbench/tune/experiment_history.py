@@ -17,13 +17,20 @@ def trajectory(store: ExperimentStore) -> list[dict[str, Any]]:
         if not points:
             points.append({"experiment": 0, "decision": "baseline", **r["baseline"]["tune"]})
         cur = r["result"]["tune"] if r["decision"] == "accepted" else points[-1]
-        row = {k: v for k, v in cur.items() if k not in ("experiment", "decision", "title")}
+        row = {
+            k: v
+            for k, v in cur.items()
+            if k not in ("experiment", "decision", "title", "dataset_hash", "candidate")
+        }
         points.append(
             {
                 "experiment": r["number"],
                 "decision": r["decision"],
                 "title": r.get("title", ""),
                 "dataset_hash": r.get("dataset_hash", ""),
+                # what the candidate scored, accepted or not: a rolled-back experiment is a
+                # point off the baseline's line, not a repeat of it
+                "candidate": dict(r["result"]["tune"]),
                 **row,
             }
         )

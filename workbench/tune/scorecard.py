@@ -10,7 +10,7 @@ targets it, otherwise an action. ``build_scorecard`` is pure given the evidence;
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from engine.config import EngineConfig
@@ -20,6 +20,7 @@ from workbench.tune.architecture_dimension import architecture_dimension
 from workbench.tune.corpus_dimensions import chunking_dimension, coverage_dimension
 from workbench.tune.dimension import Change, Dimension
 from workbench.tune.engineering_dimension import engineering_dimension
+from workbench.tune.next_steps import next_steps
 from workbench.tune.retrieval_dimensions import (
     HIT5_BANDS,
     MRR_BANDS,
@@ -124,9 +125,12 @@ def build_scorecard(
     ]
     dims = [screen(d, cfg, kb, history, llm_configured=llm_configured) for d in dims]
     total = round(sum(d.weight * d.score for d in dims) / 100.0, 2)
-    weak = distinct_experiments(
-        sorted((d for d in dims if d.score < 100), key=lambda d: (-d.loss, d.key))[:3]
-    )
+    weak = [
+        replace(d, next_steps=next_steps(d.next_experiment, d.alternatives, cfg, gs, history))
+        for d in distinct_experiments(
+            sorted((d for d in dims if d.score < 100), key=lambda d: (-d.loss, d.key))[:3]
+        )
+    ]
     return Scorecard(
         total=total,
         grade=grade_for(total),

@@ -25,8 +25,12 @@ def scorecard_markdown(card: Mapping[str, Any], heading: str = "#") -> str:
     out += ["", f"{heading}# Top weaknesses", ""]
     for n, d in enumerate(card["weaknesses"], 1):
         out.append(f"{n}. **{d['name']}** ({d['score']:.1f}; loses {d['loss']:.2f} points)")
+        steps = d.get("next_steps") or []
+        for step in steps:
+            run = f"`{step['command']}` — " if step.get("command") else ""
+            out.append(f"   - next {step['kind'].replace('_', ' ')}: {run}{md_cell(step['text'])}")
         exp = d.get("next_experiment")
-        if exp:
+        if exp and not steps:
             sets = " ".join(f"--set {k}={_yaml_value(v)}" for k, v in exp["overrides"].items())
             out.append(f"   - next experiment: `wikirag experiment try {sets}` — {exp['why']}")
         if d.get("action"):

@@ -64,6 +64,22 @@ def expand_grid(base_cfg: EngineConfig, grid: Mapping[str, Sequence[Any]]) -> li
     return points
 
 
+def with_current(values: list[Any], current: Any) -> list[Any]:
+    """``values`` plus ``current`` when it is not among them (in order when numeric)."""
+    if any(_same(v, current) for v in values):
+        return values
+    numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
+    if numeric and isinstance(current, int | float) and not isinstance(current, bool):
+        return sorted([*values, current])
+    return [*values, current]
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return not isinstance(a, bool) and not isinstance(b, bool) and float(a) == float(b)
+    return str(a).lower() == str(b).lower()
+
+
 @dataclass(frozen=True)
 class SweepPoint:
     values: dict[str, Any]
@@ -235,7 +251,11 @@ def sweep(
     *,
     evaluator_for: Callable[[EngineConfig], Any] | None = None,
 ) -> SweepResult:
-    """Evaluate ``base_cfg`` + each grid point on ``split`` and on the holdout."""
+    """Evaluate ``base_cfg`` + each grid point on ``split`` and on the holdout.
+
+    The current value of each key joins its grid when missing, so every sweep shows where
+    the config stands now."""
+    grid = {k: with_current(list(v), base_cfg.get(k)) for k, v in grid.items()}
     points = expand_grid(base_cfg, grid)
     if evaluator_for is None:
         from workbench.eval.engines import evaluator
@@ -335,27 +355,31 @@ def sweep_figures(result: SweepResult, measure: str = "recall@5") -> list[Any]:
     figs = []
     s = result.split
     if len(result.keys) == 1:
+        from plotly.subplots import make_subplots
+
         (k,) = result.keys
         xs = [str(p.values[k]) for p in result.points]
-        fig = go.Figure()
-        fig.add_scatter(x=xs, y=[p.tune[measure] for p in result.points], name=f"{s} {measure}")
-        fig.add_scatter(x=xs, y=[p.tune["mrr"] for p in result.points], name=f"{s} mrr")
-        fig.add_scatter(
-            x=xs,
-            y=[p.holdout["recall@5"] for p in result.points],
-            name="holdout recall@5",
-            line={"dash": "dot"},
+        # One axis per measure: on a shared axis a flat 0.55 recall line hid a 0.03 MRR
+        # change. The config the sweep started from is always a grid point (sweep()).
+        panels = [(f"{s} {measure}", "tune", measure), (f"{s} mrr", "tune", "mrr")]
+        panels.append(("holdout recall@5", "holdout", "recall@5"))
+        fig = make_subplots(
+            rows=len(panels), cols=1, shared_xaxes=True, subplot_titles=[p[0] for p in panels]
         )
+        for row, (name, split, m) in enumerate(panels, 1):
+            ys = [(p.tune if split == "tune" else p.holdout)[m] for p in result.points]
+            fig.add_scatter(x=xs, y=ys, name=name, mode="lines+markers", row=row, col=1)
+            fig.update_yaxes(tickformat=".3f", title_text=m, row=row, col=1)
         cur = result.current_index
         if cur is not None:
-            fig.add_vline(x=cur, line_dash="dash", line_color="#6e7781")
-            fig.add_annotation(x=xs[cur], y=1, yref="paper", text="current", showarrow=False)
+            for row in range(1, len(panels) + 1):
+                fig.add_vline(x=cur, line_dash="dash", line_color="#6e7781", row=row, col=1)
+            fig.add_annotation(x=xs[cur], y=1.04, yref="paper", text="current", showarrow=False)
         fig.update_layout(
-            title=f"{measure} over {k}",
-            xaxis_title=k,
-            xaxis_type="category",
-            yaxis_tickformat=".3f",
+            title=f"{measure} over {k}", height=180 * len(panels) + 80, showlegend=False
         )
+        fig.update_xaxes(type="category")
+        fig.update_xaxes(title_text=k, row=len(panels), col=1)
         figs.append(fig)
     else:
         k0, k1 = result.keys

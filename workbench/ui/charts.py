@@ -102,46 +102,12 @@ def bar_chart(
 
 
 def trajectory_chart(points: Sequence[Mapping[str, Any]]) -> None:
-    """Recall@5 / MRR of the baseline after each experiment, rejected ones marked."""
-    import plotly.graph_objects as go
+    """The baseline's score after each experiment; rolled-back candidates as hollow markers."""
+    from workbench.tune.loop_figures import trajectory_figure
 
     if not points:
         st.caption(
             t("No experiments yet: run one on the Experiments page to start the trajectory.")
         )
         return
-    df = pd.DataFrame(points)
-    fig = go.Figure()
-    for m in ("recall@5", "mrr", "hit@5"):
-        if m in df:
-            fig.add_trace(go.Scatter(x=df["experiment"], y=df[m], mode="lines+markers", name=m))
-    if "dataset_hash" in df:
-        # the golden set changed between these experiments: scores before and after are
-        # not on the same questions, so the line is not one trajectory
-        prev = df["dataset_hash"].shift()
-        for x in df["experiment"][(df["dataset_hash"] != prev) & prev.notna() & (prev != "")]:
-            fig.add_vline(x=x - 0.5, line_dash="dot", line_color="#9a6700")
-            fig.add_annotation(
-                x=x - 0.5, y=1.02, yref="paper", text=t("golden set changed"), showarrow=False
-            )
-    rejected = df[df["decision"] == "rolled back"]
-    if not rejected.empty and "recall@5" in df:
-        fig.add_trace(
-            go.Scatter(
-                x=rejected["experiment"],
-                y=rejected["recall@5"],
-                mode="markers",
-                marker={"symbol": "x", "size": 10, "color": "gray"},
-                name=t("rolled back"),
-                text=rejected.get("title"),
-            )
-        )
-    fig.update_layout(
-        height=320,
-        margin={"l": 10, "r": 10, "t": 30, "b": 10},
-        xaxis_title=t("experiment"),
-        yaxis_range=[0, 1.05],
-        title=t("Score trajectory (tune split)"),
-    )
-    fig.update_xaxes(tickformat="d", dtick=1 if len(df) <= 30 else None)  # experiment numbers
-    st.plotly_chart(fig, width="stretch")
+    st.plotly_chart(trajectory_figure(points, t), width="stretch")
