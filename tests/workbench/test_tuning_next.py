@@ -153,6 +153,7 @@ CORE_MESSAGE_FILES = (
     "workbench/tune/tried.py",
     "workbench/tune/next_steps.py",
     "workbench/tune/run_status.py",
+    "workbench/tune/study_figures.py",
 )
 _MESSAGE = re.compile(r'Message\(\s*((?:"[^"]*"\s*)+)', re.S)
 
@@ -195,3 +196,13 @@ def test_the_overview_learns_when_the_latest_run_is_not_the_baselines(tmp_path):
     base.run_id = "20261202-020000-" + BASE.hash[:6]
     save_run(base, ws.runs_dir)
     assert latest_run_status(ws).is_baseline and latest_run_status(ws).message is None
+
+
+def test_parameter_importance_from_few_trials_carries_a_caveat_with_its_threshold():
+    from workbench.tune.study_figures import IMPORTANCE_TRIALS_PER_PARAM, importance_caveat
+
+    few = importance_caveat(12, 3)
+    assert few is not None
+    assert "12 trials for 3 parameters" in few.render()
+    assert f"about {3 * IMPORTANCE_TRIALS_PER_PARAM}" in few.render()
+    assert importance_caveat(3 * IMPORTANCE_TRIALS_PER_PARAM, 3) is None

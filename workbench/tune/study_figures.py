@@ -7,7 +7,25 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
+from workbench.eval.messages import Message
 from workbench.tune.study import Study, TrialRow
+
+# fANOVA rates a key by how much of the score's variance it explains across trials; with
+# fewer than about ten trials per rated key the ranking moves with the next trial or seed.
+IMPORTANCE_TRIALS_PER_PARAM = 10
+
+
+def importance_caveat(trials: int, params: int) -> Message | None:
+    """The caveat parameter importance carries when ``trials`` are few for ``params`` keys
+    (fewer than IMPORTANCE_TRIALS_PER_PARAM per key), None when there are enough."""
+    need = IMPORTANCE_TRIALS_PER_PARAM * max(params, 1)
+    if trials >= need:
+        return None
+    return Message(
+        "rough: {trials} trials for {params} parameters; importance settles at about {need} "
+        "({per} per parameter), so read it as a hint, not a ranking",
+        {"trials": trials, "params": params, "need": need, "per": IMPORTANCE_TRIALS_PER_PARAM},
+    )
 
 
 def study_figures(study: Study) -> dict[str, Any]:
@@ -64,7 +82,12 @@ def study_figures(study: Study) -> dict[str, Any]:
             except (ValueError, RuntimeError):  # e.g. every trial scored the same
                 imp = None
         if imp is not None:
-            imp.update_layout(title="Parameter importance (fANOVA)")
+            caveat = importance_caveat(len(gst.trials), len(params))
+            title = "Parameter importance (fANOVA)"
+            if caveat is not None:
+                # the caveat travels with the figure, wherever it is shown
+                title += f"<br><sup>{caveat.render()}</sup>"
+            imp.update_layout(title=title)
             figs["importance"] = imp
     return figs
 
