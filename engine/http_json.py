@@ -15,7 +15,13 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from engine.credentials import check_key_env, redact_url
+from engine.credentials import (
+    DEFAULT_KEY_ENV,
+    DEFAULT_RERANK_KEY_ENV,
+    ENV_BASE_URL,
+    check_key_destination,
+    redact_url,
+)
 from engine.errors import ProviderError
 
 _BODY_PREVIEW = 200
@@ -53,7 +59,8 @@ class JsonEndpoint:
         self.where = f"{what} at {self.url}"
         self._what = what
         self._api_key_env = cfg.api_key_env
-        self._key_setting = f"{section}.api_key_env"
+        self._base_url = cfg.base_url
+        self._section = section
         self._timeout_s = cfg.timeout_s
         self._client = httpx.Client()
 
@@ -65,7 +72,7 @@ class JsonEndpoint:
             payload,
             what=self._what,
             timeout_s=self._timeout_s,
-            headers=auth_headers(self._api_key_env, self._key_setting),
+            headers=auth_headers(self._api_key_env, self._base_url, self._section),
         )
 
     def close(self) -> None:
@@ -84,14 +91,27 @@ def join_url(base_url: str, path: str, *, setting: str) -> str:
     return base.rstrip("/") + "/" + path.lstrip("/")
 
 
-def auth_headers(api_key_env: str, setting: str = "api_key_env") -> dict[str, str]:
+# Each section's own key variable: the one it may send to loopback and the user's host
+# without an approval (engine/credentials.py).
+_DEFAULT_KEY_ENV = {"embedding": DEFAULT_KEY_ENV, "rerank": DEFAULT_RERANK_KEY_ENV}
+
+
+def auth_headers(api_key_env: str, url: str, section: str) -> dict[str, str]:
     """Bearer header from the env var named ``api_key_env``; none if it is unset (local servers).
 
-    Raises ConfigError for a variable name that is not key-like (``check_key_env``).
+    Raises ConfigError, before the key is read, when the user has not approved sending that
+    variable to the host of ``url`` (the section's base URL; ``check_key_destination``).
     """
-    check_key_env(api_key_env, setting)
-    key = os.environ.get(api_key_env, "") if api_key_env else ""
-    return {"Authorization": f"Bearer {key}"} if key else {}
+    if not api_key_env or not os.environ.get(api_key_env):
+        return {}
+    check_key_destination(
+        section,
+        api_key_env,
+        url,
+        default_key_env=_DEFAULT_KEY_ENV.get(section, DEFAULT_KEY_ENV),
+        user_base_url=os.environ.get(ENV_BASE_URL, ""),
+    )
+    return {"Authorization": f"Bearer {os.environ[api_key_env]}"}
 
 
 def post_json(

@@ -1,60 +1,122 @@
-"""Which environment variables a config may send as an API key, and URLs printed without
-their user:password part."""
+"""Which API key may go to which host (the user's approvals, never a config's), and URLs
+printed without their user:password part."""
 
 from __future__ import annotations
-
-import json
 
 import httpx
 import pytest
 
 from engine.credentials import (
-    check_key_env,
-    is_key_like,
-    key_destination_warning,
+    allow,
+    approvals_path,
+    check_key_destination,
+    key_approved,
+    read_approvals,
     redact_url,
     redact_urls,
+    revoke,
 )
 from engine.errors import ConfigError, ProviderError
 from engine.http_json import auth_headers, post_json
 
 
-@pytest.mark.parametrize(
-    "name", ["OPENAI_API_KEY", "RERANK_API_KEY", "HF_TOKEN", "DEEPSEEK_KEY", "my_api_key", ""]
-)
-def test_key_like_names_are_accepted(name):
-    check_key_env(name, "llm.api_key_env", env={})
+def _ok(key_env: str, url: str, env: dict[str, str], user_url: str = "") -> bool:
+    return key_approved(
+        key_env, url, default_key_env="OPENAI_API_KEY", user_base_url=user_url, env=env
+    )
 
 
 @pytest.mark.parametrize(
-    "name", ["HOME", "PATH", "AWS_SECRET_ACCESS_KEY_ID", "DATABASE_URL", "KEY", "_TOKEN"]
+    "url",
+    ["http://127.0.0.1:8000/v1", "http://localhost/v1", "http://[::1]:9/v1", "http://127.3.4.5/"],
 )
-def test_other_names_need_the_users_confirmation(name):
-    assert not is_key_like(name)
-    env = {name: "value"}
+def test_the_default_variable_may_go_to_loopback(url, tmp_path):
+    env = {"WIKIRAG_CONFIG_DIR": str(tmp_path)}
+    assert _ok("OPENAI_API_KEY", url, env)
+    assert not _ok("AWS_SECRET_ACCESS_KEY", url, env)  # loopback is not enough for another one
+
+
+def test_remote_hosts_need_the_users_base_url_or_an_approval(tmp_path):
+    env = {"WIKIRAG_CONFIG_DIR": str(tmp_path)}
+    assert not _ok("OPENAI_API_KEY", "https://api.openai.com/v1", env)
+    assert _ok("OPENAI_API_KEY", "https://API.openai.com:443/x", env, "https://api.openai.com/v1")
+    assert not _ok(
+        "OPENAI_API_KEY", "https://api.openai.com.evil.example/v1", env, "https://api.openai.com"
+    )
+    env["WIKIRAG_APPROVED_KEYS"] = "api.openai.com, MY_KEY@llm.corp.example"
+    assert _ok("OPENAI_API_KEY", "https://api.openai.com/v1", env)  # bare host: default var
+    assert _ok("MY_KEY", "https://llm.corp.example/v1", env)
+    assert not _ok("MY_KEY", "https://api.openai.com/v1", env)  # pairs, not a cross product
+    assert not _ok("OPENAI_API_KEY", "not a url", env)
+
+
+def test_approvals_are_written_by_allow_and_removed_by_revoke(tmp_path):
+    env = {"WIKIRAG_CONFIG_DIR": str(tmp_path / "cfg")}
+    assert read_approvals(env) == []
+    path = allow("MY_KEY", "LLM.corp.example", env)
+    assert path == approvals_path(env) == tmp_path / "cfg" / "keys.yaml"
+    allow("MY_KEY", "llm.corp.example", env)  # twice: one entry
+    allow("OPENAI_API_KEY", "api.openai.com", env)
+    assert read_approvals(env) == [
+        ("MY_KEY", "llm.corp.example"),
+        ("OPENAI_API_KEY", "api.openai.com"),
+    ]
+    assert _ok("MY_KEY", "https://llm.corp.example/v1", env)
+    revoke("MY_KEY", "llm.corp.example", env)
+    assert read_approvals(env) == [("OPENAI_API_KEY", "api.openai.com")]
+    assert not _ok("MY_KEY", "https://llm.corp.example/v1", env)
+    assert list((tmp_path / "cfg").iterdir()) == [path]  # no temp file left beside it
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("approved: [oops", "keys.yaml is not valid YAML"),
+        ("approved: {key_env: A}", "'approved' must be a list"),
+        ("approved:\n- {key_env: A}", r"approved\[0\] must have string key_env and host"),
+        ("approved:\n- {key_env: 'A B', host: h}", "is not an environment variable name"),
+        ("approved:\n- &a {key_env: A, host: h}\n- *a", "aliases"),
+    ],
+)
+def test_a_damaged_approvals_file_is_a_one_line_error_naming_it(tmp_path, text, message):
+    (tmp_path / "keys.yaml").write_text(text, encoding="utf-8")
+    env = {"WIKIRAG_CONFIG_DIR": str(tmp_path)}
+    with pytest.raises(ConfigError, match=message) as exc:
+        read_approvals(env)
+    assert str(tmp_path / "keys.yaml") in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_the_refusal_says_how_to_approve_and_shows_no_url_credentials(tmp_path):
     with pytest.raises(ConfigError) as exc:
-        check_key_env(name, "embedding.api_key_env", env=env)
+        check_key_destination(
+            "embedding",
+            "GITHUB_TOKEN",
+            "https://bob:hunter2@collector.example/v1",
+            default_key_env="OPENAI_API_KEY",
+            env={"WIKIRAG_CONFIG_DIR": str(tmp_path)},
+        )
     msg = str(exc.value)
-    assert f"embedding.api_key_env = {name!r}" in msg and f"WIKIRAG_ALLOW_KEY_ENV={name}" in msg
-    check_key_env(name, "embedding.api_key_env", env={**env, "WIKIRAG_ALLOW_KEY_ENV": f"X, {name}"})
-    check_key_env(name, "embedding.api_key_env", env={})  # unset: nothing would be sent
+    assert msg.startswith("embedding.api_key_env = 'GITHUB_TOKEN' would send that variable to ")
+    assert "`wikirag keys allow --key-env GITHUB_TOKEN --host collector.example`" in msg
+    assert "hunter2" not in msg and "\n" not in msg
 
 
-def test_providers_refuse_to_read_a_non_key_variable(monkeypatch):
+def test_providers_refuse_before_reading_an_unapproved_key(monkeypatch, tmp_path):
+    monkeypatch.setenv("WIKIRAG_CONFIG_DIR", str(tmp_path))
+    monkeypatch.delenv("WIKIRAG_APPROVED_KEYS", raising=False)
     monkeypatch.setenv("DATABASE_URL", "postgres://u:p@db/x")
-    monkeypatch.delenv("WIKIRAG_ALLOW_KEY_ENV", raising=False)
     with pytest.raises(ConfigError, match=r"rerank\.api_key_env = 'DATABASE_URL'"):
-        auth_headers("DATABASE_URL", "rerank.api_key_env")
-    monkeypatch.setenv("WIKIRAG_ALLOW_KEY_ENV", "DATABASE_URL")
-    assert auth_headers("DATABASE_URL") == {"Authorization": "Bearer postgres://u:p@db/x"}
-
-
-def test_a_key_sent_to_another_host_than_the_users_is_warned_about():
-    env = {"OPENAI_BASE_URL": "https://api.openai.com/v1"}
-    msg = key_destination_warning("llm.base_url", "https://collector.example/v1", env)
-    assert msg is not None and "collector.example, not to api.openai.com" in msg
-    assert key_destination_warning("llm.base_url", "https://API.openai.com:443/x", env) is None
-    assert key_destination_warning("llm.base_url", "https://collector.example/v1", {}) is None
+        auth_headers("DATABASE_URL", "http://127.0.0.1:9/v1", "rerank")
+    monkeypatch.setenv("RERANK_API_KEY", "rk-1")
+    assert auth_headers("RERANK_API_KEY", "http://127.0.0.1:9/v1", "rerank") == {
+        "Authorization": "Bearer rk-1"
+    }
+    monkeypatch.setenv("WIKIRAG_APPROVED_KEYS", "DATABASE_URL@127.0.0.1")
+    assert auth_headers("DATABASE_URL", "http://127.0.0.1:9/v1", "rerank") == {
+        "Authorization": "Bearer postgres://u:p@db/x"
+    }
+    monkeypatch.delenv("DATABASE_URL")
+    assert auth_headers("DATABASE_URL", "http://collector.example/v1", "rerank") == {}
 
 
 def test_urls_are_printed_without_credentials():
@@ -80,40 +142,15 @@ def test_provider_errors_never_show_url_credentials():
     assert "hunter2" not in str(exc.value) and "bob" not in str(exc.value)
 
 
-def test_a_new_key_host_is_warned_about_once_per_knowledge_base(tmp_path):
-    from engine.credentials import KEY_HOSTS_FILE, new_host_warning
+def test_keys_command_allows_lists_and_revokes(tmp_path, monkeypatch, capsys):
+    from workbench.cli import main
 
-    env = {"WIKIRAG_CONFIG_DIR": str(tmp_path / "cfg")}
-    wiki, other = tmp_path / "wiki", tmp_path / "other"
-    msg = new_host_warning("llm.base_url", "https://llm.corp.example/v1", wiki, env)
-    assert msg is not None and "llm.corp.example, a host not used before" in msg
-    assert "knowledge base wiki" in msg
-    assert new_host_warning("llm.base_url", "https://LLM.corp.example:443/x", wiki, env) is None
-    # a pulled commit repoints the key: warned, once
-    msg = new_host_warning("llm.base_url", "https://collector.example/v1", wiki, env)
-    assert msg is not None and "collector.example" in msg
-    assert new_host_warning("llm.base_url", "https://collector.example/v2", wiki, env) is None
-    # hosts are remembered per knowledge base
-    assert new_host_warning("llm.base_url", "https://collector.example/v1", other, env)
-    seen = json.loads((tmp_path / "cfg" / KEY_HOSTS_FILE).read_text(encoding="utf-8"))
-    assert seen == {
-        str(wiki.resolve()): ["collector.example", "llm.corp.example"],
-        str(other.resolve()): ["collector.example"],
-    }
-
-
-def test_the_users_own_host_is_recorded_without_a_warning(tmp_path):
-    from engine.credentials import new_host_warning
-
-    env = {"WIKIRAG_CONFIG_DIR": str(tmp_path), "OPENAI_BASE_URL": "https://api.openai.com/v1"}
-    assert new_host_warning("llm.base_url", "https://api.openai.com/v1", tmp_path, env) is None
-    assert new_host_warning("llm.base_url", "http://127.0.0.1:9/v1", tmp_path, env) is not None
-
-
-def test_a_damaged_hosts_file_is_started_again(tmp_path):
-    from engine.credentials import KEY_HOSTS_FILE, new_host_warning
-
-    (tmp_path / KEY_HOSTS_FILE).write_text("[not, a, mapping]", encoding="utf-8")
-    env = {"WIKIRAG_CONFIG_DIR": str(tmp_path)}
-    assert new_host_warning("llm.base_url", "https://h.example", tmp_path / "kb", env)
-    assert new_host_warning("llm.base_url", "https://h.example", tmp_path / "kb", env) is None
+    monkeypatch.setenv("WIKIRAG_CONFIG_DIR", str(tmp_path))
+    assert main(["keys", "allow", "--key-env", "MY_KEY", "--host", "https://LLM.example/v1"]) == 0
+    assert "MY_KEY may be sent to llm.example" in capsys.readouterr().out
+    assert main(["keys", "list"]) == 0
+    assert "MY_KEY -> llm.example" in capsys.readouterr().out
+    assert main(["keys", "revoke", "--key-env", "MY_KEY", "--host", "llm.example"]) == 0
+    assert read_approvals({"WIKIRAG_CONFIG_DIR": str(tmp_path)}) == []
+    assert main(["keys", "allow", "--key-env", "NOT A NAME", "--host", "h"]) == 2
+    assert "is not an environment variable name" in capsys.readouterr().err

@@ -241,6 +241,7 @@ def _openai(srv: LocalServer, **kw: object) -> OpenAIEmbedder:
 
 def test_openai_embedder_batches_orders_and_normalises(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TEST_EMBED_KEY", "sk-secret-123")
+    monkeypatch.setenv("WIKIRAG_APPROVED_KEYS", "TEST_EMBED_KEY@127.0.0.1")  # the user's approval
     texts = [f"passage {i}" for i in range(7)]
     with LocalServer({"/v1/embeddings": embeddings_handler(dims=8)}) as srv:
         emb = _openai(srv, batch_size=3, dims=8, api_key_env="TEST_EMBED_KEY")
@@ -290,6 +291,7 @@ def test_openai_embedder_failures_are_provider_errors(
     monkeypatch: pytest.MonkeyPatch, mode: str, message: str
 ) -> None:
     monkeypatch.setenv("TEST_EMBED_KEY", "sk-secret-123")
+    monkeypatch.setenv("WIKIRAG_APPROVED_KEYS", "TEST_EMBED_KEY@127.0.0.1")  # the user's approval
     with LocalServer({"/v1/embeddings": embeddings_handler(mode, hang_s=10)}) as srv:
         emb = _openai(srv, dims=8, timeout_s=0.5, api_key_env="TEST_EMBED_KEY")
         with pytest.raises(ProviderError, match=message) as err:

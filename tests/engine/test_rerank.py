@@ -267,6 +267,7 @@ def _http(srv: LocalServer, **kw: object) -> HttpReranker:
 
 def test_http_reranker_maps_scores_back_to_input_order(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TEST_RERANK_KEY", "rk-secret-9")
+    monkeypatch.setenv("WIKIRAG_APPROVED_KEYS", "TEST_RERANK_KEY@127.0.0.1")  # the user's approval
     docs = ["nothing here", "capital of france is paris", "france"]
     with LocalServer({"/v1/rerank": rerank_handler()}) as srv:
         rr = _http(srv, api_key_env="TEST_RERANK_KEY")
@@ -299,6 +300,7 @@ def test_http_reranker_failures_are_provider_errors(
     monkeypatch: pytest.MonkeyPatch, mode: str, message: str
 ) -> None:
     monkeypatch.setenv("TEST_RERANK_KEY", "rk-secret-9")
+    monkeypatch.setenv("WIKIRAG_APPROVED_KEYS", "TEST_RERANK_KEY@127.0.0.1")  # the user's approval
     with LocalServer({"/v1/rerank": rerank_handler(mode, hang_s=10)}) as srv:
         rr = _http(srv, timeout_s=0.5, api_key_env="TEST_RERANK_KEY")
         with pytest.raises(ProviderError, match=message) as err:

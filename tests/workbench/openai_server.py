@@ -159,6 +159,12 @@ class ChatServer(LocalServer):
     def base_url(self) -> str:
         return self.url("/v1")
 
+    def answer_for(self, host: str) -> None:
+        """Answer as ``http://{host}/v1`` too: with ``HTTP_PROXY`` pointed at this server, a
+        client calling that host reaches it here (absolute-form request target), so a test
+        sees what would have been sent to a remote host without any network."""
+        self.route(f"http://{host}{CHAT_PATH}", self._handle)
+
     def tasks(self) -> list[str]:
         """The task of every request so far, in order (judge, rewrite, answer, tools, ...)."""
         return [task_of(p) for p in self.payloads]

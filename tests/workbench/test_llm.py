@@ -42,6 +42,7 @@ def header(srv: ChatServer, name: str) -> str | None:
 def test_settings_from_config_win_over_env(tmp_path):
     cfg = LLMConfig(base_url="http://cfg/v1", model="cfg-model", timeout_s=7.0)
     env = {"OPENAI_BASE_URL": "http://env/v1", "WIKIRAG_LLM_MODEL": "env", "OPENAI_API_KEY": KEY}
+    env["WIKIRAG_APPROVED_KEYS"] = "cfg"  # the user lets the key go to the config's host
     s = llm_settings(cfg, env=env, dotenv_path=tmp_path / "none.env")
     assert s is not None
     assert (s.base_url, s.model, s.api_key, s.timeout_s, s.source) == (
@@ -83,7 +84,13 @@ def test_settings_none_without_base_url_or_model(tmp_path):
 def test_settings_custom_key_env(tmp_path):
     cfg = LLMConfig(base_url="http://x/v1", model="m", api_key_env="MY_LLM_KEY")
     s = llm_settings(
-        cfg, env={"MY_LLM_KEY": "sk-custom-1", "OPENAI_API_KEY": "other"}, dotenv_path=None
+        cfg,
+        env={
+            "MY_LLM_KEY": "sk-custom-1",
+            "OPENAI_API_KEY": "other",
+            "WIKIRAG_APPROVED_KEYS": "MY_LLM_KEY@x",
+        },
+        dotenv_path=None,
     )
     assert s is not None and s.api_key == "sk-custom-1"
 

@@ -23,7 +23,7 @@ def evaluate_answers(
 ) -> dict[str, Any]:
     """Per-item answer scores (answerable and unanswerable items) and their means."""
     kb = getattr(engine, "kb", None)
-    settings = llm_settings(cfg.llm, kb=getattr(kb, "root", None))
+    settings = llm_settings(cfg.llm)
     llm = LLMClient(settings) if settings else None
 
     def parent_of(nid: str) -> str | None:

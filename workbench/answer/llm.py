@@ -16,7 +16,6 @@ import json
 import os
 import threading
 import time
-import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,15 +23,14 @@ from typing import Any
 
 from engine.config import LLMConfig
 from engine.credentials import (
-    check_key_env,
-    key_destination_warning,
-    new_host_warning,
+    DEFAULT_KEY_ENV,
+    ENV_BASE_URL,
+    check_key_destination,
     redact_url,
     redact_urls,
 )
 from engine.errors import ProviderError
 
-ENV_BASE_URL = "OPENAI_BASE_URL"
 ENV_MODEL = "WIKIRAG_LLM_MODEL"
 NO_LLM_HINT = "set OPENAI_BASE_URL and WIKIRAG_LLM_MODEL"
 
@@ -126,14 +124,12 @@ def llm_settings(
     cfg: LLMConfig,
     env: Mapping[str, str] | None = None,
     dotenv_path: str | Path | None = ".env",
-    *,
-    kb: str | Path | None = None,
 ) -> LLMSettings | None:
     """Resolve the LLM settings: config first, then ``env``, then the ``.env`` file.
 
     Returns None when no base URL or no model is known (no LLM; callers fall back).
-    ``kb``: the knowledge base the config belongs to; a config ``base_url`` sending the key
-    to a host not seen before for it is warned about once (``new_host_warning``).
+    Raises ConfigError, before the key is read, when ``llm.api_key_env`` is set but the user
+    has not approved sending it to the base URL's host (``check_key_destination``).
     """
     environ = os.environ if env is None else env
     dotenv = read_dotenv(dotenv_path) if dotenv_path else {}
@@ -156,16 +152,17 @@ def llm_settings(
     source = next((s for s in sources if s), "config")
     if not base_url or not model:
         return None
-    check_key_env(cfg.api_key_env, "llm.api_key_env", environ)
-    key, _ = lookup(cfg.api_key_env) if cfg.api_key_env else ("", "")
-    if key and cfg.base_url.strip():
-        env_url = {ENV_BASE_URL: lookup(ENV_BASE_URL)[0]}
-        warning = key_destination_warning("llm.base_url", base_url, env_url)
-        if kb is not None:  # recorded even when the warning above already speaks
-            warning = new_host_warning("llm.base_url", base_url, kb, environ) or warning
-        if warning:
-            # warnings, not print: shown once per process on stderr, catchable in tests
-            warnings.warn(warning, UserWarning, stacklevel=2)
+    key_env = cfg.api_key_env
+    if key_env and (environ.get(key_env) or dotenv.get(key_env)):
+        check_key_destination(
+            "llm",
+            key_env,
+            base_url,
+            default_key_env=DEFAULT_KEY_ENV,
+            user_base_url=lookup(ENV_BASE_URL)[0],
+            env=environ,
+        )
+    key, _ = lookup(key_env) if key_env else ("", "")
     return LLMSettings(
         base_url=base_url,
         model=model,
@@ -239,11 +236,9 @@ class LLMClient:
         cfg: LLMConfig,
         env: Mapping[str, str] | None = None,
         dotenv_path: str | Path | None = ".env",
-        *,
-        kb: str | Path | None = None,
     ) -> LLMClient | None:
-        """A client when an LLM is configured, else None (``kb`` as in ``llm_settings``)."""
-        settings = llm_settings(cfg, env=env, dotenv_path=dotenv_path, kb=kb)
+        """A client when an LLM is configured, else None (see ``llm_settings``)."""
+        settings = llm_settings(cfg, env=env, dotenv_path=dotenv_path)
         return cls(settings) if settings else None
 
     def __repr__(self) -> str:

@@ -46,7 +46,7 @@ def _ask(args: argparse.Namespace) -> int:
     ws = common.workspace(args)
     cfg = common.effective_config(args, ws)
     engine = Engine.open(ws.kb, ws.index, cfg)
-    llm = LLMClient.from_config(cfg.llm, kb=ws.kb)
+    llm = LLMClient.from_config(cfg.llm)
     history: list[Any] = []
     store = cid = None
     if args.save:
@@ -115,7 +115,7 @@ def _summarize(args: argparse.Namespace) -> int:
 
     ws = common.workspace(args)
     cfg = common.effective_config(args, ws)
-    llm = LLMClient.from_config(cfg.llm, kb=ws.kb)
+    llm = LLMClient.from_config(cfg.llm)
     kb = parse_kb(ws.kb)
     path = ws.index / SUMMARY_FILE
 

@@ -105,7 +105,7 @@ def _replay(args: argparse.Namespace) -> int:
     cfg = common.effective_config(args, ws)
     conv = _store(args).load(args.id)
     engine = Engine.open(ws.kb, ws.index, cfg)
-    llm = LLMClient.from_config(cfg.llm, kb=ws.kb)
+    llm = LLMClient.from_config(cfg.llm)
 
     def ask(question: str, history: list[Any]) -> object:
         return answer(

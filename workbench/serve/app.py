@@ -106,7 +106,7 @@ def create_app(
     if llm is _DEFAULT_LLM:
         from workbench.answer.llm import LLMClient
 
-        llm = LLMClient.from_config(cfg.llm, kb=ws.kb)
+        llm = LLMClient.from_config(cfg.llm)
     if max_concurrent is None:
         max_concurrent = os.cpu_count() or 2
     if max_concurrent < 0:

@@ -241,9 +241,7 @@ def open_mcp_server(ws: Workspace, cfg: EngineConfig, query_log: Any = None) -> 
     with quiet_stdout():
         silence_libraries()
         served = ServedEngine(ws, cfg, missing_hint="then call the tool again; no restart needed")
-        return build_mcp_server(
-            served, llm=LLMClient.from_config(cfg.llm, kb=ws.kb), query_log=query_log
-        )
+        return build_mcp_server(served, llm=LLMClient.from_config(cfg.llm), query_log=query_log)
 
 
 class _ReplyToBadLines:

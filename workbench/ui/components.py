@@ -15,7 +15,7 @@ from typing import Any
 import streamlit as st
 
 from engine.config import EngineConfig
-from engine.errors import EngineError, IndexMissingError
+from engine.errors import ConfigError, EngineError, IndexMissingError
 from workbench.eval.golden import GoldenSet
 from workbench.ui import resources, state
 from workbench.ui.i18n import switch, t
@@ -99,7 +99,10 @@ def freshness_badge(status: Mapping[str, Any]) -> str:
 def llm_status(cfg: EngineConfig) -> str:
     from workbench.answer.llm import llm_settings
 
-    s = llm_settings(cfg.llm)
+    try:
+        s = llm_settings(cfg.llm)
+    except ConfigError:  # a key not approved for the config's host: the Chat page says how
+        return t(":orange-badge[LLM key not approved] :small[see the Chat page]")
     if s is None:
         return t(":gray-badge[No LLM configured] :small[extractive answers]")
     return f":violet-badge[LLM] :small[`{s.model}`]"

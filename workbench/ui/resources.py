@@ -191,16 +191,17 @@ def config_options(ws: Workspace) -> dict[str, str]:
 
 
 @st.cache_resource(show_spinner=False, max_entries=4)
-def _llm(llm_yaml: str, kb: str | None, _cfg: EngineConfig) -> Any:
+def _llm(llm_yaml: str, _cfg: EngineConfig) -> Any:
     from workbench.answer.llm import LLMClient
 
-    return LLMClient.from_config(_cfg.llm, kb=kb)
+    return LLMClient.from_config(_cfg.llm)
 
 
-def llm_client(cfg: EngineConfig, kb: str | Path | None = None) -> Any:
-    """An LLM client when one is configured (config, env or .env), else None. ``kb``: the
-    knowledge base the config belongs to (a key sent to a new host is warned about once)."""
-    return _llm(repr(cfg.llm), str(kb) if kb is not None else None, cfg)
+def llm_client(cfg: EngineConfig) -> Any:
+    """An LLM client when one is configured (config, env or .env), else None. A key the
+    user has not approved for the config's host is a ConfigError (not cached: approving
+    it with `wikirag keys allow` takes effect on the next rerun)."""
+    return _llm(repr(cfg.llm), cfg)
 
 
 def clear_data() -> None:

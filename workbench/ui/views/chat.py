@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
-
 import streamlit as st
 
 from workbench.answer.chat import ANSWER_MODES, DEFAULT_ANSWER_MODE, DEFAULT_TOP_K, answer
@@ -24,11 +22,7 @@ with ui.guarded(t("Chat")):
     ws = resources.workspace()
     label, cfg = ui.current_config(ws)
     kb = resources.kb(ws)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        llm = resources.llm_client(cfg, ws.kb)  # cached: a new key host is shown once
-    for w in caught:
-        st.warning(str(w.message))
+    llm = resources.llm_client(cfg)
     c = st.columns([2, 1, 1, 1])
     c[0].caption(
         t(

@@ -215,7 +215,7 @@ with ui.guarded(t("Golden set")):
                 ),
             ):
                 [drafted] = draft_queries(
-                    [kb.nodes[pick]], existing_ids=ids, llm=resources.llm_client(cfg, ws.kb)
+                    [kb.nodes[pick]], existing_ids=ids, llm=resources.llm_client(cfg)
                 )
                 item = golden.item_from_dict(drafted)
                 state.set_golden_draft(golden.with_item(working, item), dirty=True)
