@@ -27,6 +27,7 @@ from typing import Any
 
 from workbench.eval.evaluate import EvalRun
 from workbench.eval.golden import SPLITS, GoldenSet
+from workbench.eval.percentiles import percentile
 from workbench.eval.unjudged import UNJUDGED_K, unjudged_share
 
 PRIMARY = "mrr"
@@ -149,7 +150,7 @@ def golden_health(
         sd = spread_of_runs(a, b)
         if sd is not None and sd > 0:
             spreads.append(sd)
-    sd_med = statistics.median(spreads) if spreads else None
+    sd_med = percentile(spreads, 50) if spreads else None
     if sd_med is None:
         notes.append("no experiments or pairs of saved runs yet: no spread, so no MDE")
     mdes: dict[str, float | None] = {
@@ -160,7 +161,7 @@ def golden_health(
             ("all", queries["all"]),
         )
     }
-    p75 = statistics.quantiles(spreads, n=4)[2] if len(spreads) >= 2 else sd_med
+    p75 = percentile(spreads, 75) if len(spreads) >= 2 else sd_med
     return GoldenHealth(
         dataset=gs.name,
         dataset_hash=gs.content_hash,
@@ -179,7 +180,7 @@ def golden_health(
         ),
         spread_sd=sd_med,
         spread_sources=len(spreads),
-        effects_seen=statistics.median(effects) if effects else None,
+        effects_seen=percentile(effects, 50) if effects else None,
         notes=notes,
     )
 

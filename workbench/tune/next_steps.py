@@ -6,7 +6,6 @@ golden set tell more ("cannot detect changes below 0.04 MRR: add ~40 queries")."
 from __future__ import annotations
 
 import shlex
-import statistics
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ from engine.config import EngineConfig
 from workbench.eval.golden import GoldenSet
 from workbench.eval.health import mde, spread_from_comparison
 from workbench.eval.messages import Message
+from workbench.eval.percentiles import percentile
 from workbench.tune.search_space import SEARCH_SPACE, ParamSpec
 
 KINDS = ("experiment", "sweep", "optimize", "grow_golden_set")
@@ -128,7 +128,7 @@ def detectable_change(
     n = len(gs.answerable(split))
     if not sds or n < 1:
         return None
-    sd = statistics.median(sds)
+    sd = percentile(sds, 50)
     return mde(sd, n), sd
 
 
