@@ -176,3 +176,17 @@ def test_the_verdict_reads_as_a_sentence_with_ci_p_and_query_counts():
 
 def test_p_values_are_written_as_people_write_them():
     assert [p_text(p) for p in (0.0004, 0.0123, 0.32, 1.0)] == ["< 0.001", "0.012", "0.32", "1.00"]
+
+
+def test_reports_and_compare_markdown_name_runs_by_label(ws):
+    from workbench.eval.run_record import RunRecord
+    from workbench.export.markdown_report import render_markdown
+    from workbench.export.report import build_report
+
+    run = _run(A)
+    run.label = "baseline+fusion.k=30"
+    md = render_markdown(build_report(None, RunRecord.from_run(run)))
+    assert "Run **baseline+fusion.k=30 · " in md
+    c = compare_configs(ws, _configs(), GS, evaluator_for=FakeEvaluator, reuse=False)
+    text = c.to_markdown()
+    assert f"- `baseline+fusion.k=30`: run `{c.run_ids[1]}`" in text

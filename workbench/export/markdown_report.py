@@ -15,7 +15,8 @@ def render_markdown(report: Report) -> str:
     out = [
         f"# {md_cell(report.title)}",
         "",
-        f"Run `{r['run_id']}` ({r['created']}), config `{r['config_hash']}`, dataset "
+        f"Run **{md_cell(r.get('name') or r['run_id'])}** (`{r['run_id']}`), config "
+        f"`{r['config_hash']}`, dataset "
         f"{md_cell(r['dataset'])} (`{r['dataset_hash']}`), split {r['split']}, mode "
         f"{report.mode}, rerank {'on' if r['rerank'] else 'off'}, {r['queries']} queries.",
         *(f"\n> {md_cell(n)}" for n in report.notes),

@@ -170,6 +170,7 @@ def build_report(
         title=f"WikiRAG evaluation report — {record.kb or record.dataset.name}",
         run={
             "run_id": record.run_id,
+            "name": record.name,  # label · time: how the run is listed everywhere
             "created": record.created,
             "kb": record.kb,
             "config_hash": record.config_hash,

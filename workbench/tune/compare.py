@@ -335,6 +335,19 @@ def _rank(r: int | None) -> str:
     return "-" if r is None else str(r)
 
 
+def _runs_lines(c: Comparison) -> list[str]:
+    """Which saved run each config's numbers are (for `runs diff`, reports, the UI)."""
+    if not c.records:
+        return []
+    lines = [
+        f"- `{md_cell(lab)}`: run `{rid}`" + (" (saved run re-used)" if reused else "")
+        for lab, rid, reused in zip(
+            c.labels, c.run_ids, c.reused or (False,) * len(c.labels), strict=True
+        )
+    ]
+    return ["Runs:", "", *lines, ""]
+
+
 def comparison_markdown(c: Comparison) -> str:
     labels = [md_cell(lab) for lab in c.labels]
     out = [
@@ -343,6 +356,7 @@ def comparison_markdown(c: Comparison) -> str:
         f"Dataset {md_cell(c.dataset)}, split {c.split}, {c.queries} queries. "
         f"Deltas are against `{labels[0]}`.",
         "",
+        *_runs_lines(c),
         "| measure | " + " | ".join(labels) + " |",
         "|---|" + "---:|" * len(labels),
     ]
