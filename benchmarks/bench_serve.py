@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import yaml
 
 from engine.atomic import atomic_write_text
+from engine.yaml_safe import load_file
 
 REPO = Path(__file__).resolve().parent.parent
 FALLBACK_QUERIES = [
@@ -46,7 +46,7 @@ FALLBACK_QUERIES = [
 def load_queries(kb: Path, dataset: Path | None) -> list[str]:
     path = dataset or REPO / "datasets" / f"{kb.resolve().name}.yaml"
     if path.is_file():
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = load_file(path) or {}
         queries = [str(q["query"]) for q in data.get("queries", []) if q.get("query")]
         if queries:
             return queries

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from engine.errors import ConfigError
 from engine.indexer import build_index
 from engine.tree import parse_kb
 from tests.engine.engine_kit import HASH_CFG, write_kb
@@ -153,11 +154,11 @@ def test_a_broken_calibration_is_a_one_line_error(tmp_path, model):
     path = tmp_path / CALIBRATION_FILE
     model.save(path)
     path.write_text(path.read_text().replace("grey_low:", "grey_lo:"), encoding="utf-8")
-    with pytest.raises(ValueError, match=r"refusal\.yaml: refusal calibration is missing"):
+    with pytest.raises(ConfigError, match=r"refusal\.yaml: refusal calibration is missing"):
         load_model(path)
     bad = replace(model, grey_low=0.9, refuse_below=0.1)
     bad.save(path)
-    with pytest.raises(ValueError, match="grey_low <= refuse_below"):
+    with pytest.raises(ConfigError, match="grey_low <= refuse_below"):
         load_model(path)
 
 

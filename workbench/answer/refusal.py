@@ -42,6 +42,8 @@ import numpy as np
 import yaml
 
 from engine.atomic import atomic_write_text
+from engine.errors import ConfigError
+from engine.yaml_safe import cap, load_mapping, short
 from workbench.answer.terms import key_terms, term_in, term_overlap
 
 FEATURES = ("top_cosine", "matched_terms", "missing_terms", "absent_terms", "unfamiliar_terms")
@@ -49,6 +51,7 @@ FEATURES = ("top_cosine", "matched_terms", "missing_terms", "absent_terms", "unf
 # pooled numbers are a little optimistic; the held-out set's are not: docs/benchmarks.md).
 UNFAMILIAR_BELOW = 0.7
 CALIBRATION_FILE = "refusal.yaml"
+_SCALARS = ("bias", "refuse_below", "grey_low", "grey_high")  # a calibration's single numbers
 # Answerable questions the extractive cut may refuse. Issue 12 item 16 asks <= 0.05 and >= 0.95
 # of the unanswerable refused; no cut gets both on the wiki sets (docs/benchmarks.md,
 # "Refusal": pooled 5-fold CV refuses ~0.6 of 62 unanswerable items at <= 0.05, and needs
@@ -165,11 +168,15 @@ class RefusalModel:
             if unknown:
                 raise ValueError(f"unknown feature(s) {', '.join(unknown)}")
             vecs = [tuple(float(x) for x in d[k]) for k in ("mean", "scale", "weights")]
+            numbers = [*(x for v in vecs for x in v), *(float(d[k]) for k in _SCALARS)]
+            if not all(math.isfinite(x) for x in numbers):
+                # a NaN weight makes every probability NaN, and NaN < cut refuses everything
+                raise ValueError("every number must be finite (no .nan or .inf); refit it")
             if any(len(v) != len(feats) for v in vecs):
                 raise ValueError("mean, scale and weights need one value per feature")
             if any(s <= 0 for s in vecs[1]):
                 raise ValueError("scale values must be > 0")
-            cut, lo, hi = (float(d[k]) for k in ("refuse_below", "grey_low", "grey_high"))
+            cut, lo, hi = (float(d[k]) for k in _SCALARS[1:])
             if not (0.0 <= lo <= cut <= hi <= 1.0):
                 raise ValueError("need 0 <= grey_low <= refuse_below <= grey_high <= 1")
             return cls(
@@ -177,7 +184,7 @@ class RefusalModel:
                 dict(d.get("provenance") or {}),
             )  # fmt: skip
         except (KeyError, TypeError) as exc:
-            raise ValueError(f"refusal calibration is missing or malformed: {exc}") from exc
+            raise ValueError(f"refusal calibration is missing or malformed: {short(exc)}") from exc
 
     def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -187,16 +194,13 @@ class RefusalModel:
 
 
 def load_model(path: Path) -> RefusalModel:
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise ValueError(f"{path}: not valid YAML ({exc})") from exc
-    if not isinstance(data, Mapping):
-        raise ValueError(f"{path}: expected a mapping")
+    """The calibration at ``path``; a ConfigError (one line naming the file) when it is not
+    valid YAML, uses aliases, or holds a malformed or non-finite model."""
+    data = load_mapping(path.read_text(encoding="utf-8"), f"refusal calibration {path}")
     try:
         return RefusalModel.from_dict(data)
     except ValueError as exc:
-        raise ValueError(f"{path}: {exc}") from exc
+        raise ConfigError(cap(f"{path}: {exc}")) from exc
 
 
 def embedder_of(cfg: Any) -> str:

@@ -237,16 +237,25 @@ def _item(q: Mapping[str, Any], n: int) -> GoldenItem:
             )
         out[str(k)] = v
     grades = out
+    query = q.get("query")
+    if (query is not None and not isinstance(query, str | int | float)) or isinstance(query, bool):
+        raise GoldenSetError(f"{item_id}: `query` must be a string, got {short(query)}")
+    unanswerable = q.get("unanswerable", False)
+    if unanswerable is not None and not isinstance(unanswerable, bool):
+        # "false" is a string, and bool("false") is True: a typo would flip the item
+        raise GoldenSetError(
+            f"{item_id}: `unanswerable` must be true or false (unquoted), got {short(unanswerable)}"
+        )
     return GoldenItem(
         id=item_id,
-        query=str(q.get("query") or "").strip(),
+        query=str(query or "").strip(),
         relevant=rel,
         difficulty=str(q.get("difficulty") or "medium"),
         category=str(q.get("category") or ""),
         answer_contains=ac,
         notes=str(q.get("notes") or ""),
         split=str(q.get("split") or default_split(item_id)),
-        unanswerable=bool(q.get("unanswerable", False)),
+        unanswerable=bool(unanswerable),
         grades=grades,
     )
 

@@ -29,6 +29,7 @@ from typing import Any
 import yaml
 
 from engine.errors import EngineError
+from engine.yaml_safe import load_file, short
 
 MEASURES = ("mrr", "ndcg@10", "recall@5", "hit@5", "recall@10", "hit@10", "ndcg@5", "map")
 METHODS = ("statistical", "strict")
@@ -151,12 +152,14 @@ def from_mapping(data: Any, source: str) -> AcceptanceRule:
     data = dict(data)
     preset = data.pop("preset", "statistical")
     if preset not in PRESETS:
-        raise EngineError(f"{source}: preset must be one of {', '.join(PRESETS)}, not {preset!r}")
+        raise EngineError(
+            f"{source}: preset must be one of {', '.join(PRESETS)}, not {short(preset)}"
+        )
     values: dict[str, Any] = {"name": f"{preset} ({source})", "preset": preset}
     for key, raw in data.items():
         if key == "name" or key not in _FIELDS:
             known = ", ".join(k for k in _FIELDS if k != "name")
-            raise EngineError(f"{source}: unknown key {key!r}; known keys: {known}")
+            raise EngineError(f"{source}: unknown key {short(key)}; known keys: {known}")
         values[key] = _coerce(key, raw, source)
     return dataclasses.replace(PRESETS[preset], **values)
 
@@ -173,19 +176,13 @@ def _coerce(key: str, raw: Any, source: str) -> Any:
     if want is float and isinstance(raw, int) and not isinstance(raw, bool):
         return float(raw)
     if not ok:
-        raise EngineError(f"{source}: {key} must be a {kind}, got {raw!r}")
+        raise EngineError(f"{source}: {key} must be a {kind}, got {short(raw)}")
     return raw
 
 
 def load(path: str | Path) -> AcceptanceRule:
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise EngineError(f"cannot read acceptance rule {path}: {exc.strerror}") from exc
-    except yaml.YAMLError as exc:
-        raise EngineError(f"{path} is not valid YAML: {str(exc).splitlines()[0]}") from exc
-    return from_mapping(data, str(path))
+    return from_mapping(load_file(path), str(path))
 
 
 def resolve(experiments: str | Path, choice: str | None = None) -> AcceptanceRule:

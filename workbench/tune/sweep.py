@@ -14,10 +14,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
-
 from engine.config import EngineConfig
 from engine.errors import ConfigError
+from engine.yaml_safe import refuse_aliases, safe_load
 from workbench.eval.evaluate import EvalRun
 from workbench.eval.golden import GoldenSet
 
@@ -42,10 +41,11 @@ def parse_grid_arg(text: str) -> tuple[str, list[Any]]:
         part = part.strip()
         if not part:
             continue
+        refuse_aliases(part, f"--grid {key}")
         try:
-            values.append(yaml.safe_load(part))
-        except yaml.YAMLError:
-            values.append(part)
+            values.append(safe_load(part, f"--grid {key}"))
+        except ConfigError:
+            values.append(part)  # not YAML (e.g. an unbalanced quote): the text as typed
     return key, values
 
 
