@@ -431,3 +431,39 @@ def test_knowledge_base_search_shows_query_expansion_terms_when_on(ui_copy):
     assert not at.exception
     caption = next(c.value for c in at.caption if "results in" in c.value)
     assert " · expansion: " in caption, caption
+
+
+def _rating_workspace(ui_copy, monkeypatch) -> str:
+    """A second config (keyword search) beside the baseline; returns its picker label."""
+    from engine.config import EngineConfig
+    from tests.ui.conftest import FAST
+
+    variant = ui_copy["root"] / "keyword.yaml"
+    EngineConfig().with_overrides({**FAST, "search.mode": "keyword"}).save(variant)
+    monkeypatch.setenv("WIKIRAG_CONFIG", str(variant))
+    return "--config keyword.yaml"
+
+
+def test_golden_set_rating_queue_from_the_deep_link(ui_copy, monkeypatch):
+    from workbench.eval import judgments as J
+    from workbench.ui.rating_panel import queue_params
+
+    cand = _rating_workspace(ui_copy, monkeypatch)
+    at = open_page("golden_set")
+    for k, v in queue_params("baseline", cand).items():
+        at.query_params[k] = v
+    at.run()
+    assert not at.exception
+    assert "Set your name in the sidebar" in texts(at)
+    before = {m.label: m.value for m in at.metric}
+    at.text_input(key=state.RATER).input("ana").run()
+    at.button(key=f"{state.RATE_GRADE}_3").click().run()
+    assert not at.exception
+    rows = J.read(J.path_for(ui_copy["dataset"]))
+    assert [(j.grade, j.rater) for j in rows] == [(3, "ana")]
+    after = {m.label: m.value for m in at.metric}
+    key = "baseline: unjudged in top 10"
+    assert float(after[key].rstrip("%")) < float(before[key].rstrip("%"))
+    at.button(key=f"{state.RATE_GRADE}_l").click().run()
+    assert J.read(J.path_for(ui_copy["dataset"]))[-1].grade == J.LATER
+    assert any("What this set can detect" in s.value for s in at.subheader)

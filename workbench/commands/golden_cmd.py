@@ -9,8 +9,8 @@ from engine.errors import EngineError
 from engine.tree import KnowledgeBase, parse_kb
 from workbench.commands.common import add_kb_args, info, print_json, workspace
 from workbench.eval import golden, golden_drift, query_log
-from workbench.eval.health import GoldenHealth, format_health, golden_health
-from workbench.workspace import Workspace
+from workbench.eval.health import format_health
+from workbench.tune.size_guard import health_of
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -165,23 +165,6 @@ def _draft(args: argparse.Namespace) -> int:
         saved = golden.save(gs)
         info(f"added {len(drafts)} drafts to {saved.path}; review them before the next eval")
     return 0
-
-
-def health_of(ws: Workspace, gs: golden.GoldenSet) -> GoldenHealth:
-    """The set's health from this KB's saved runs and experiment log (CLI and UI)."""
-    from workbench.eval.evaluate import list_runs
-    from workbench.eval.record_schema import RunRecordError
-    from workbench.eval.run_record import load_run_record
-    from workbench.tune.experiment_store import ExperimentStore
-
-    runs = []
-    for path in list_runs(ws.runs_dir):
-        try:
-            runs.append(load_run_record(path).to_run())
-        except RunRecordError as exc:
-            info(f"skipped: {exc}")
-    records = ExperimentStore(ws.experiments).load_records()
-    return golden_health(gs, experiments=records, runs=runs, baseline_hash=ws.load_config().hash)
 
 
 def _health(args: argparse.Namespace) -> int:

@@ -21,8 +21,9 @@ from typing import Any
 
 from engine.errors import EngineError
 from workbench.eval.golden import GoldenSet
-from workbench.eval.health import golden_health
+from workbench.eval.health import GoldenHealth, golden_health
 from workbench.tune.search_space import ParamSpec
+from workbench.workspace import Workspace
 
 QUERIES_PER_PARAM = 10
 
@@ -122,3 +123,20 @@ def select(specs: Sequence[ParamSpec], keys: Sequence[str]) -> tuple[ParamSpec, 
             f"{', '.join(sorted(known))}"
         )
     return tuple(s for s in specs if s.key in keys)
+
+
+def health_of(ws: Workspace, gs: GoldenSet) -> GoldenHealth:
+    """The set's health from this KB's saved runs and experiment log (CLI and UI)."""
+    from workbench.eval.evaluate import list_runs
+    from workbench.eval.record_schema import RunRecordError
+    from workbench.eval.run_record import load_run_record
+    from workbench.tune.experiment_store import ExperimentStore
+
+    runs = []
+    for path in list_runs(ws.runs_dir):
+        try:
+            runs.append(load_run_record(path).to_run())
+        except RunRecordError:
+            continue  # a damaged record is `wikirag eval`'s to report, not the health's
+    records = ExperimentStore(ws.experiments).load_records()
+    return golden_health(gs, experiments=records, runs=runs, baseline_hash=ws.load_config().hash)

@@ -19,6 +19,14 @@ GOLDEN_WORKING = "golden_working"
 GOLDEN_DIRTY = "golden_dirty"
 GOLDEN_CONFLICT = "golden_conflict"
 GOLDEN_POOL = "golden_pool"
+RATER = "rater_name"  # the sidebar's rater name when no OIDC login is configured
+RATE_REF = "rate_ref"
+RATE_CAND = "rate_cand"
+RATE_K = "rate_k"
+RATE_BUILD = "rate_build"
+RATE_OPEN = "rate_open"  # "N unjudged in top 10 → rating queue"
+RATE_RUNS = "rate_runs"  # label -> EvalRun of the configs whose top k is being judged
+RATE_GRADE = "rate_grade"  # prefix of the grade buttons' keys
 EVAL_RUN = "eval_run_shown"  # the Evaluate page's run picker
 EVAL_DRILL = "eval_drill"  # the query the Evaluate page opens
 EVAL_FAIL_CAUSE = "eval_fail_cause"
@@ -386,3 +394,15 @@ def flash(message: str | None = None) -> str | None:
         st.session_state[FLASH] = message
         return message
     return st.session_state.pop(FLASH, None)
+
+
+def rater_name() -> str:
+    return str(_get(RATER) or "").strip()
+
+
+def rating_runs() -> dict[str, Any] | None:
+    return _get(RATE_RUNS)
+
+
+def set_rating_runs(runs: dict[str, Any] | None) -> None:
+    st.session_state[RATE_RUNS] = runs

@@ -12,7 +12,7 @@ from workbench.answer.safe_markdown import code_span
 from workbench.eval import golden, golden_drift
 from workbench.eval.pooling import pool_candidates
 from workbench.ui import components as ui
-from workbench.ui import golden_table, resources, state
+from workbench.ui import golden_table, health_panel, rating_panel, resources, state
 from workbench.ui.i18n import t
 from workbench.ui.snippets import escape_markdown, plain_text
 
@@ -31,6 +31,10 @@ with ui.guarded(t("Golden set")):
     if draft is None or (stale and not state.golden_dirty()):  # reload what changed on disk
         draft = saved or golden.GoldenSet(name=ws.name, items=(), path=ws.dataset)
         state.set_golden_draft(draft, dirty=False)
+    rating_panel.rater_input()
+    deep_link = st.query_params.get("queue") == "unjudged"
+    if saved is not None and deep_link:  # opened from "N unjudged in top 10"
+        rating_panel.render(ws, saved, kb)
     if saved is None:
         st.info(
             t(
@@ -306,3 +310,8 @@ with ui.guarded(t("Golden set")):
                 state.set_golden_draft(gs, dirty=True)
                 state.set_golden_pool(None)
                 st.rerun()
+
+    if saved is not None:
+        if not deep_link:
+            rating_panel.render(ws, saved, kb)
+        health_panel.render(ws, saved)
