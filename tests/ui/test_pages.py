@@ -209,7 +209,7 @@ def test_ui_command_runs_streamlit_on_localhost():
     assert argv[argv.index("--") :] == ["--", "--kb", "wiki", "--dataset", "d.yaml"]
 
 
-def test_compare_two_configs_and_sweep(ui_env):
+def test_compare_two_configs_and_sweep(ui_copy):  # compare saves runs: a private copy
     at = open_page("compare")
     assert not at.exception
     assert at.title[0].value == "Compare & sweep"
