@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import string
 
 import pytest
@@ -137,3 +139,102 @@ def test_experiments_chat_and_reports_pages_in_chinese(ui_copy, monkeypatch):
     assert at.radio(key=state.REPORT_VIEW).label == "预览"
     labels = {b.label for b in at.get("download_button")}
     assert {"HTML", "Markdown", "TREC 运行文件"} <= labels, labels
+
+
+# Words the Chinese UI may show in Latin letters: names of things (ids, config keys, metric
+# and stage names, file formats, products), not English prose.
+ALLOWED = {
+    "wikirag", "wiki", "kb", "mcp", "rag", "bm25", "mrr", "ndcg", "recall", "precision", "hit",
+    "latency", "p50", "p95", "llm", "api", "html", "markdown", "trec", "json", "yaml", "jsonl",
+    "csv", "url", "id", "ids", "baseline", "defaults", "hybrid", "keyword", "vector", "fusion",
+    "rerank", "tune", "holdout", "all", "ms", "use", "hash", "onnx", "rrf", "faq", "top",
+    "ui", "k", "vs", "ci", "sd", "mde", "optuna", "tpe", "cjk", "jieba", "streamlit",
+    "english", "ok", "en", "zh", "none", "true", "false", "deploy", "loop", "tools", "single",
+}  # fmt: skip
+# Pages that still show English prose made by the core (the catalog's strategy names and
+# reasons, the Markdown experiment log, scorecard findings, the report document, golden-set
+# check messages and the golden file's field names): known gaps, listed so that a page
+# fixed stays fixed and a new page is held to the rule.
+NOT_YET_TRANSLATED = ("experiments", "scorecard", "reports", "golden_set")
+_LATIN = re.compile(r"[A-Za-z][A-Za-z0-9]*[A-Za-z0-9]")
+_CODE = re.compile(r"`[^`]*`")
+
+
+def _visible_text(at: AppTest) -> list[str]:
+    """What a user reads on the page: prose, labels, options and table headers."""
+    out: list[str] = []
+    for kind in ("title", "header", "subheader", "markdown", "caption", "info", "warning",
+                 "error", "success"):  # fmt: skip
+        out += [str(e.value) for e in getattr(at, kind)]
+    for kind in ("button", "selectbox", "text_input", "number_input", "radio", "checkbox",
+                 "multiselect", "toggle", "text_area", "expander", "tabs"):  # fmt: skip
+        for e in at.get(kind):
+            out.append(str(getattr(e, "label", "")))
+            out += [str(o) for o in (getattr(e, "options", None) or [])]
+    for frame in at.dataframe:
+        out += [str(c) for c in frame.value.columns]
+    return out
+
+
+def _english_words(texts: list[str], extra: set[str]) -> set[str]:
+    from engine.config import all_keys
+
+    keys = {p for k in all_keys() for p in k.lower().replace("_", ".").split(".")}
+    words = set()
+    for text in texts:
+        text = _CODE.sub(" ", text)
+        text = re.sub(r":material/\w+:|:[a-z]+(?:-badge)?\[", " ", text)  # Streamlit directives
+        text = re.sub(r"https?://\S+|\S+\.(?:md|yaml|json|jsonl|py)\b|[\w/.-]*/[\w/.-]+", " ", text)
+        text = re.sub(r"\b[a-z]+\.[a-z_]+(?:=\S+)?", " ", text)  # config keys, key=value
+        text = re.sub(r"\b[qv]\d+\b|\b[0-9a-f]{6,}\b", " ", text)  # query ids, hashes
+        for w in _LATIN.findall(text):
+            if any(ch.isdigit() for ch in w):  # T05, H5, q012: times, levels and ids
+                continue
+            if w.lower() not in ALLOWED | keys | extra:
+                if os.environ.get("I18N_DEBUG") and w.lower() == os.environ["I18N_DEBUG"]:
+                    print("UNTRANSLATED", repr(text[:200]))
+                words.add(w)
+    return words
+
+
+def test_every_page_in_chinese_shows_no_english_words(ui_copy, monkeypatch):
+    """The Chinese UI, every page after a run, a comparison and an experiment: no English
+    word outside the allow-list (ids, config keys, metric names, units)."""
+    at = _app(monkeypatch, "zh")
+    at.switch_page("views/evaluate.py").run()
+    next(b for b in at.button if b.label == "运行评测").click().run()
+    at.switch_page("views/tune.py").run()
+    at.text_input(key=state.item_key(state.TUNE_EDIT, 0)).input("fusion.bm25_weight=3").run()
+    at.button(key=state.TUNE_RUN).click().run()
+    at.button(key=state.item_key(state.TUNE_EXPERIMENT, 1)).click().run()
+    kb_titles = {w.lower() for w in _LATIN.findall(" ".join(_kb_text(ui_copy)))}
+    found = {}
+    for page in (*PAGES, "tune"):
+        at.switch_page(f"views/{page}.py").run()
+        _no_crash_box(at)
+        if words := _english_words(_visible_text(at), kb_titles):
+            found[page] = sorted(words)
+    strict = {p: w for p, w in found.items() if p not in NOT_YET_TRANSLATED}
+    assert strict == {}, "\n".join(f"{p}: {w}" for p, w in strict.items())
+    # Pages whose core-made prose is still English: they must not get worse silently.
+    assert set(found) <= set(NOT_YET_TRANSLATED), sorted(found)
+
+
+def _kb_text(ws) -> list[str]:
+    """The wiki's own words (chapter titles and text, golden queries) are content, not UI."""
+    texts = [p.read_text(encoding="utf-8") for p in ws["kb"].rglob("*.md")]
+    return [*texts, ws["dataset"].read_text(encoding="utf-8")]
+
+
+def test_the_english_ui_shows_no_chinese_in_its_chrome(ui_copy, monkeypatch):
+    at = _app(monkeypatch, "en")
+    for page in (*PAGES, "tune"):
+        at.switch_page(f"views/{page}.py").run()
+        _no_crash_box(at)
+        chrome = [
+            str(getattr(e, "label", ""))
+            for kind in ("button", "selectbox", "text_input", "radio", "expander", "tabs")
+            for e in at.get(kind)
+        ] + [str(e.value) for e in [*at.title, *at.header, *at.subheader]]
+        cjk = [c for c in chrome if re.search(r"[\u4e00-\u9fff]", c) and "语言" not in c]
+        assert cjk == [], (page, cjk)

@@ -27,7 +27,7 @@ def test_tune_compares_baseline_with_a_typed_change_and_runs_it_as_an_experiment
     at.button(key=state.TUNE_RUN).click().run()
     assert not at.exception, at.exception
     res = state_result(at)
-    assert res.specs == ("baseline", "baseline+fusion.bm25_weight=3")
+    assert res.labels == ("baseline", "baseline+fusion.bm25_weight=3")
     # the matrix names its columns by config and has a row per golden query
     frames = [d.value for d in at.dataframe]
     assert any("baseline+fusion.bm25_weight=3" in f.columns for f in frames)
@@ -43,9 +43,9 @@ def test_tune_compares_baseline_with_a_typed_change_and_runs_it_as_an_experiment
 
 
 def state_result(at: AppTest):
-    res = at.session_state[state.TUNE_RESULT]
-    assert res is not None
-    return res
+    shown = at.session_state[state.TUNE_RESULT]
+    assert shown is not None
+    return shown[0]
 
 
 def test_a_tune_link_reopens_the_comparison_and_the_query(ui_copy):
@@ -55,7 +55,7 @@ def test_a_tune_link_reopens_the_comparison_and_the_query(ui_copy):
     at.query_params["q"] = "q002"
     _tune(at)
     res = state_result(at)
-    assert res.specs[1] == "baseline+fusion.k=5"
+    assert res.labels[1] == "baseline+fusion.k=5"
     assert any(m.value.startswith("#### q002") for m in at.markdown)
 
 

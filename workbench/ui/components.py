@@ -130,6 +130,12 @@ def warn(message: str) -> None:
     st.warning(message)
 
 
+def sentence(text: str) -> str:
+    """``text`` with its first letter upper-case (the core's messages start lower-case so
+    they can be embedded; ``str.capitalize`` would lower-case "MRR")."""
+    return text[:1].upper() + text[1:]
+
+
 def breadcrumb(parts: Sequence[str]) -> str:
     return " › ".join(str(p) for p in parts)
 

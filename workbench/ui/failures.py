@@ -41,7 +41,13 @@ def failure_analysis(record: RunRecord, mode: str, kb: Any) -> None:
         key=state.EVAL_FAIL_CAUSE,
         format_func=lambda c: cause_labels.get(c, c),
     )
-    slice_by = f[1].selectbox(t("Slice"), [ALL, *A.SLICES], key=state.EVAL_FAIL_SLICE)
+    slice_labels = {ALL: t("(all)"), **{s: t(s) for s in A.SLICES}}
+    slice_by = f[1].selectbox(
+        t("Slice"),
+        [ALL, *A.SLICES],
+        key=state.EVAL_FAIL_SLICE,
+        format_func=lambda s: slice_labels.get(s, s),
+    )
     values = sorted({A.slice_of(q, slice_by) for q in record.queries}) if slice_by != ALL else []
     slice_value = f[2].selectbox(
         t("Value"), values or [ALL], key=state.EVAL_FAIL_VALUE, disabled=slice_by == ALL
@@ -66,6 +72,8 @@ def failure_analysis(record: RunRecord, mode: str, kb: Any) -> None:
     if rows:
         table = pd.DataFrame([r.to_dict() for r in rows]).drop(columns=["cause", "language"])
         table["cause_text"] = [t(c) for c in table["cause_text"]]  # cause texts have entries
+        table["difficulty"] = [t(d) for d in table["difficulty"]]
+        table = table.rename(columns=_headers("query", "difficulty", "category"))
         picked_id = ui.clickable_table(
             table,
             [r.id for r in rows],
@@ -77,8 +85,8 @@ def failure_analysis(record: RunRecord, mode: str, kb: Any) -> None:
                     min_value=0, max_value=1, format="%.2f"
                 ),
                 "mrr": st.column_config.NumberColumn(format="%.3f"),
-                "cause_text": st.column_config.TextColumn("cause"),
-                "missing": st.column_config.NumberColumn("gold missing", format="%d"),
+                "cause_text": st.column_config.TextColumn(t("cause")),
+                "missing": st.column_config.NumberColumn(t("gold missing"), format="%d"),
             },
         )
     ids = [r.id for r in rows] + [q.id for q in queries if q.id not in {r.id for r in rows}]
@@ -98,12 +106,12 @@ def failure_analysis(record: RunRecord, mode: str, kb: Any) -> None:
                 [
                     {
                         "id": q.id,
-                        "query": q.query,
-                        "difficulty": q.difficulty,
-                        "category": q.category,
+                        t("query"): q.query,
+                        t("difficulty"): t(q.difficulty),
+                        t("category"): q.category,
                         "recall@5": q.metrics.get("recall@5", 0.0),
                         "mrr": q.metrics.get("mrr", 0.0),
-                        "cause": t(CAUSES.get(q.cause, "")) if q.cause else "",
+                        t("cause"): t(CAUSES.get(q.cause, "")) if q.cause else "",
                     }
                     for q in queries
                 ]
@@ -112,6 +120,11 @@ def failure_analysis(record: RunRecord, mode: str, kb: Any) -> None:
             width="stretch",
             column_config={"mrr": st.column_config.NumberColumn(format="%.3f")},
         )
+
+
+def _headers(*names: str) -> dict[str, str]:
+    """Column name -> its header in the current language (the frame keeps English keys)."""
+    return {n: t(n) for n in names}
 
 
 def _title(kb: Any, node_id: str) -> str:
@@ -128,13 +141,13 @@ def query_story(s: A.QueryStory, kb: Any) -> None:
         st.error(t("This query failed: {error}", error=s.error))
     st.markdown(
         f"**{s.id}** · {s.query}  \n"
-        + " · ".join(f"{k} {v}" for k, v in s.meta.items() if v)
+        + " · ".join(f"{t(k)} {t(v)}" for k, v in s.meta.items() if v)
         + f" · MRR {s.metrics.get('mrr', 0):.3f} · recall@5 {s.metrics.get('recall@5', 0):.2f}"
     )
     left, right = st.columns([3, 2])
     with left:
         st.markdown(t("**Ranked list** (gold rows green; stage ranks are 1-based)"))
-        frame = pd.DataFrame(
+        frame = pd.DataFrame(  # English keys for the code, translated headers for people
             [
                 {
                     "rank": r.rank,
@@ -152,13 +165,14 @@ def query_story(s: A.QueryStory, kb: Any) -> None:
         )
         for col in ("vector", "bm25", "fusion", "rerank"):
             frame[col] = frame[col].astype("Int64")  # integers; absent stays blank
+        gold = frame["gold"].tolist()
         st.dataframe(
-            frame.style.apply(lambda row: [GOLD if row["gold"] else ""] * len(row), axis=1).format(
-                {"score": "{:.4f}"}
-            ),
+            frame.rename(columns=_headers("rank", "chapter", "score", "gold"))
+            .style.apply(lambda row: [GOLD if gold[row.name] else ""] * len(row), axis=1)
+            .format({t("score"): "{:.4f}"}),
             hide_index=True,
             width="stretch",
-            column_config={"gold": None},
+            column_config={t("gold"): None},
         )
     with right:
         st.markdown(t("**Gold chapters**"))

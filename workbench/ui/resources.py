@@ -186,7 +186,8 @@ def config_options(ws: Workspace) -> dict[str, str]:
     store = ExperimentStore(ws.experiments)
     for v in reversed(store.accepted_versions()):
         p = Path(v["path"])
-        out[f"version {v['version']}"] = _config_yaml(str(p), _mtime(p))
+        # named as config specs name it (`wikirag compare v3 baseline`), in every language
+        out[f"v{v['version']}"] = _config_yaml(str(p), _mtime(p))
     return out
 
 

@@ -71,13 +71,16 @@ def runs_diff(ws: Workspace) -> None:
         st.info(t("No query with that outcome."))
         return
     table = pd.DataFrame([r.to_dict(labels, measure) for r in rows])
+    table["outcome"] = [t(o) for o in table["outcome"]]
+    colour = {t(o): c for o, c in OUTCOME_COLOUR.items()}
+    table = table.rename(columns={"query": t("query"), "outcome": t("outcome")})
     deltas = [col for col in table.columns if col.startswith("Δ")]
     ids = [r.id for r in rows]
     clicked = ui.clickable_table(
         table.style.map(tuning_widgets.delta_colour, subset=deltas)
         .map(
-            lambda o: f"color: {OUTCOME_COLOUR.get(o, '')}" if OUTCOME_COLOUR.get(o) else "",
-            subset=["outcome"],
+            lambda o: f"color: {colour[o]}" if colour.get(o) else "",
+            subset=[t("outcome")],
         )
         .format(precision=3),
         ids,
@@ -102,6 +105,7 @@ def runs_diff(ws: Workspace) -> None:
         )
     )
     cols = st.columns(len(lists))
+    gold_col = t("gold")
     for i, (col, ranked) in enumerate(zip(cols, lists, strict=True)):
         with col:
             st.markdown(
@@ -111,22 +115,23 @@ def runs_diff(ws: Workspace) -> None:
                 pd.DataFrame(
                     [
                         {
-                            "rank": n,
-                            "chapter": ui.breadcrumb(kb.nodes[nid].breadcrumb)
+                            t("rank"): n,
+                            t("chapter"): ui.breadcrumb(kb.nodes[nid].breadcrumb)
                             if nid in kb.nodes
                             else nid,
-                            "gold": rel,
+                            t("gold"): rel,
                         }
                         for n, (nid, rel) in enumerate(ranked, 1)
                     ],
-                    columns=["rank", "chapter", "gold"],
+                    columns=[t("rank"), t("chapter"), t("gold")],
                 ).style.apply(
                     lambda row: (
-                        ["background-color: rgba(46,160,67,0.25)" if row["gold"] else ""] * len(row)
+                        ["background-color: rgba(46,160,67,0.25)" if row[gold_col] else ""]
+                        * len(row)
                     ),
                     axis=1,
                 ),
                 hide_index=True,
                 width="stretch",
-                column_config={"gold": None},
+                column_config={gold_col: None},
             )

@@ -8,10 +8,9 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from workbench.eval import analysis as A
-from workbench.eval.attribution import CAUSES
-from workbench.tune import compare
-from workbench.tune.tune_loop import LoopResult
+from workbench.tune.compare import Comparison
+from workbench.tune.query_matrix import SLICES
+from workbench.tune.tried import EarlierTry
 from workbench.ui import components as ui
 from workbench.ui import snippets, state, tuning_widgets
 from workbench.ui.i18n import labelled, t
@@ -20,9 +19,8 @@ MEASURES = ("mrr", "recall@5", "hit@5", "ndcg@10", "recall@10")
 ALL = "(all)"
 
 
-def headline(res: LoopResult) -> None:
+def headline(c: Comparison) -> None:
     """Per candidate and tested measure: reference, candidate, delta, paired CI, p, W/L/T."""
-    c = res.comparison
     rows = []
     for i in range(1, len(c.labels)):
         for m, s in c.stats[i - 1].items():
@@ -59,44 +57,42 @@ def headline(res: LoopResult) -> None:
     )
 
 
-def matrix(res: LoopResult) -> str | None:
+def matrix(c: Comparison) -> str | None:
     """The query x config matrix, filtered; the id of the query to open (click or link)."""
-    records, labels = res.records, list(res.specs)
-    c = st.columns([1, 1, 1, 1])
-    measure = c[0].selectbox(t("Measure"), MEASURES, key=state.TUNE_MEASURE)
-    everything = A.run_matrix(records, res.modes, measure)
-    counts = A.outcome_counts(everything)
-    show = {ALL: t("all ({n})", n=len(everything))}
-    show |= {o: f"{t(o)} ({counts[o]})" for o in A.OUTCOMES}
-    outcome = c[1].selectbox(
-        t("Show"), [ALL, *A.OUTCOMES], key=state.TUNE_OUTCOME, format_func=labelled(show)
+    m = c.matrix()
+    labels = list(c.labels)
+    cols = st.columns([1, 1, 1, 1])
+    measure = cols[0].selectbox(t("Measure"), MEASURES, key=state.TUNE_MEASURE)
+    outcomes = ("won", "lost", "changed", "tied")
+    show = {ALL: t("all ({n})", n=len(m.rows))}
+    show |= {o: f"{t(o)} ({len(m.select(measure, outcome=o))})" for o in outcomes}
+    outcome = cols[1].selectbox(
+        t("Show"), [ALL, *outcomes], key=state.TUNE_OUTCOME, format_func=labelled(show)
     )
-    slice_names = {ALL: t("(all)"), **{s: t(s) for s in A.SLICES}}
-    slice_by = c[2].selectbox(
-        t("Slice"), [ALL, *A.SLICES], key=state.TUNE_SLICE, format_func=labelled(slice_names)
+    slice_names = {ALL: t("(all)"), **{s: t(s) for s in SLICES}}
+    slice_by = cols[2].selectbox(
+        t("Slice"), [ALL, *SLICES], key=state.TUNE_SLICE, format_func=labelled(slice_names)
     )
-    meta = {q.id: q for q in records[0].for_mode(res.modes[0])}
-    values = sorted({A.slice_of(q, slice_by) for q in meta.values()}) if slice_by != ALL else []
-    value_labels = {v: t(v) for v in values}
-    slice_value = c[3].selectbox(
+    values = sorted({r.slices.get(slice_by, "") for r in m.rows}) if slice_by != ALL else []
+    slice_value = cols[3].selectbox(
         t("Value"),
         values or [ALL],
         key=state.TUNE_SLICE_VALUE,
         disabled=slice_by == ALL,
-        format_func=labelled({ALL: t("(all)"), **value_labels}),
+        format_func=labelled({ALL: t("(all)"), **{v: t(v) for v in values}}),
     )
-    rows = [
-        r
-        for r in everything
-        if (outcome == ALL or r.outcome == outcome)
-        and (slice_by == ALL or A.slice_of(meta[r.id], slice_by) == slice_value)
-    ]
+    rows = m.select(
+        measure,
+        outcome=None if outcome == ALL else outcome,
+        slice_by=None if slice_by == ALL else slice_by,
+        slice_value=None if slice_by == ALL else slice_value,
+    )
     st.caption(
         t(
             "{n} of {total} queries · sorted by the change in {measure} · "
             "click a row to open the query",
             n=len(rows),
-            total=len(everything),
+            total=len(m.rows),
             measure=measure,
         )
     )
@@ -104,23 +100,23 @@ def matrix(res: LoopResult) -> str | None:
         st.info(t("No query with that outcome."))
         return None
     q_col, o_col = t("query"), t("outcome")
+    last = len(labels) - 1
     table = pd.DataFrame(
         [
             {
-                "id": r.id,
+                "id": r.qid,
                 q_col: r.query,
-                **{lab: v for lab, v in zip(labels, r.values, strict=True)},
-                **{f"Δ {lab}": d for lab, d in zip(labels[1:], r.deltas, strict=True)},
-                o_col: t(r.outcome),
+                **{lab: r.value(i, measure) for i, lab in enumerate(labels)},
+                **{f"Δ {lab}": r.delta(i, measure) for i, lab in enumerate(labels) if i},
+                o_col: t(r.outcome(last, measure)),
             }
             for r in rows
         ]
     )
     deltas = [col for col in table.columns if col.startswith("Δ ")]
-    ids = [r.id for r in rows]
     clicked = ui.clickable_table(
         table.style.format(precision=3).map(_cell_colour, subset=deltas),
-        ids,
+        [r.qid for r in rows],
         state.TUNE_MATRIX,
         width="stretch",
         height=ui.fitted_height(len(rows), 420),
@@ -134,7 +130,7 @@ def matrix(res: LoopResult) -> str | None:
     if clicked is not None:
         st.session_state[state.TUNE_QUERY] = clicked
     qid = st.session_state.get(state.TUNE_QUERY)
-    return qid if qid in meta else None
+    return qid if qid in {r.qid for r in m.rows} else None
 
 
 def _cell_colour(v: Any) -> str:
@@ -145,74 +141,61 @@ def _cell_colour(v: Any) -> str:
     return f"background-color: rgba({'46,160,67' if v > 0 else '207,34,46'},{alpha:.2f})"
 
 
-def query_view(res: LoopResult, qid: str, kb: Any) -> None:
+def query_view(c: Comparison, qid: str, kb: Any) -> None:
     """One query in every config: ranked lists side by side, gold marked, rank moves against
     the reference, snippets with the query's terms, the stage that lost each gold chapter."""
-    stories = [A.story(r, m, qid) for r, m in zip(res.records, res.modes, strict=True)]
-    first = stories[0]
-    st.markdown(f"#### {first.id} · {snippets.escape_markdown(first.query)}")
-    ref_rank = {r.node_id: r.rank for r in first.ranked}
-    cols = st.columns(len(stories))
-    for i, (col, s) in enumerate(zip(cols, stories, strict=True)):
+    sbs = c.side_by_side(qid, kb=kb)
+    st.markdown(f"#### {sbs.qid} · {snippets.escape_markdown(sbs.query)}")
+    cols = st.columns(len(sbs.columns))
+    for i, (col, column) in enumerate(zip(cols, sbs.columns, strict=True)):
         with col, st.container(border=True):
-            mrr = s.metrics.get("mrr", 0.0)
+            met = column.metrics
             st.markdown(
-                f"**{res.specs[i]}**  \nMRR {mrr:.3f} · recall@5 {s.metrics.get('recall@5', 0):.2f}"
+                f"**{snippets.escape_markdown(column.label)}**  \n"
+                f"MRR {met.get('mrr', 0):.3f} · recall@5 {met.get('recall@5', 0):.2f}"
             )
-            for g in s.gold:
-                where = t("rank {n}", n=g.final) if g.final else t("not in the list")
+            for g in column.gold:
+                where = t("rank {n}", n=g.rank) if g.rank else t("not in the list")
                 verdict = (
-                    t(":red[lost: {cause}]", cause=t(CAUSES.get(g.cause, g.cause)))
-                    if g.cause
+                    t(":red[lost: {cause}]", cause=g.cause.message.render(t))
+                    if g.cause is not None
                     else t(":green[found in the top 5]")
                 )
-                st.markdown(
-                    t("**Gold:** {title}", title=_title(kb, g.node_id)) + f" · {where} · {verdict}"
-                )
+                title = snippets.escape_markdown(g.title or g.node_id)
+                st.markdown(t("**Gold:** {title}", title=title) + f" · {where} · {verdict}")
             lines = []
-            for r in s.ranked[:10]:
-                move = _move(ref_rank.get(r.node_id), r.rank) if i else ""
-                title = snippets.escape_markdown(_title(kb, r.node_id, short=True))
-                title = f":green-badge[{t('gold')}] **{title}**" if r.relevant else title
-                lines.append(f"{r.rank}. {title} {move}")
-                node = kb.nodes.get(r.node_id) if kb is not None else None
-                if node is not None:
-                    text = snippets.snippet_markdown(snippets.snippet(node.content, s.query, 110))
-                    lines.append(f"   :small[:gray[{text}]]")
+            for e in column.entries:
+                title = snippets.escape_markdown(_short(e.breadcrumb) or e.title or e.node_id)
+                title = f":green-badge[{t('gold')}] **{title}**" if e.gold else title
+                lines.append(f"{e.rank}. {title} {_move(e.move) if i else ''}")
+                if e.snippet is not None:
+                    lines.append(f"   :small[:gray[{snippets.snippet_markdown(e.snippet)}]]")
             st.markdown("\n".join(lines) or t("(no results)"))
 
 
-def _move(before: int | None, after: int) -> str:
-    if before is None:
+def _short(breadcrumb: str) -> str:
+    """The last two parts of a breadcrumb (columns are narrow)."""
+    parts = [p.strip() for p in breadcrumb.replace("›", ">").split(">") if p.strip()]
+    return ui.breadcrumb(parts[-2:])
+
+
+def _move(move: int | None) -> str:
+    if move is None:
         return ":blue[" + t("new") + "]"
-    if before == after:
+    if move == 0:
         return ""
-    return f":green[↑{before - after}]" if after < before else f":red[↓{after - before}]"
+    return f":green[↑{move}]" if move > 0 else f":red[↓{-move}]"
 
 
-def _title(kb: Any, node_id: str, *, short: bool = False) -> str:
-    """A chapter's breadcrumb (``short``: its last two parts, for narrow columns)."""
-    node = kb.nodes.get(node_id) if kb is not None else None
-    if node is None:
-        return node_id
-    return ui.breadcrumb(node.breadcrumb[-2:] if short else node.breadcrumb)
-
-
-def experiment_panel(i: int, spec: str, earlier: dict[str, Any] | None, result: Any) -> bool:
+def experiment_panel(i: int, spec: str, earlier: EarlierTry | None, result: Any) -> bool:
     """ "Run as experiment" for candidate ``i``; True when it was clicked. Shows the earlier
     try of the same change, and the verdict in place once run."""
     st.markdown(f"**{spec}**")
     if earlier is not None and result is None:
         st.warning(
-            t(
-                "Already tried against this baseline and golden set: experiment {n} ({date}), "
-                "{decision}. Running it again logs a new entry.",
-                n=earlier.get("number"),
-                date=earlier.get("date", ""),
-                decision=t(str(earlier.get("decision", ""))),
-            )
+            ui.sentence(earlier.message.render(t)) + " · " + t("Running it again logs a new entry.")
         )
-        log_link(int(earlier.get("number", 0)))
+        log_link(earlier.number)
     clicked = st.button(
         t("Run as experiment"),
         key=state.item_key(state.TUNE_EXPERIMENT, i),
@@ -233,7 +216,3 @@ def log_link(number: int) -> None:
         icon=":material/science:",
         query_params={"experiment": str(number)},
     )
-
-
-def changed_keys(c: compare.Comparison, i: int) -> str:
-    return ", ".join(f"`{k}`: {a!r} → {b!r}" for k, (a, b) in c.diffs[i - 1].items())

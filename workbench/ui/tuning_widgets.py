@@ -141,7 +141,12 @@ def verdict_line(result: Any) -> None:
             )
         )
         return
+    from workbench.tune.verdict import from_decision
+    from workbench.ui.components import sentence
+
+    v = from_decision(d)
     verdict = t("Accepted — new baseline") if d.accepted else t("Rolled back")
+    why = "; ".join(r.render(t) for r in v.reasons)
     # text and colour, not emoji alone (emoji render as boxes without an emoji font)
     (st.success if d.accepted else st.error)(
         t(
@@ -150,7 +155,9 @@ def verdict_line(result: Any) -> None:
             title=result.title,
             verdict=verdict,
         )
-        + ("" if d.accepted else " — " + "; ".join(d.reasons))
+        + "  \n"
+        + sentence(v.message.render(t))
+        + (f" — {why}" if why else "")
     )
 
 

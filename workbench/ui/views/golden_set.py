@@ -88,7 +88,7 @@ with ui.guarded(t("Golden set")):
 
     save_col, new_col = st.columns([1, 2])
     with save_col:
-        st.markdown(":orange-badge[unsaved changes]" if dirty else ":green-badge[saved]")
+        st.markdown(t(":orange-badge[unsaved changes]") if dirty else t(":green-badge[saved]"))
         if st.button(
             t("Save golden set"), key=state.GOLDEN_SAVE, type="primary", disabled=not dirty
         ):

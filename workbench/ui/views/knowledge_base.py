@@ -64,22 +64,22 @@ with ui.guarded(t("Knowledge base")):
             )
         rows = [
             {
-                "chapter": "\u2003" * max(0, n.level - 1) + (n.title or n.doc_id),
+                t("chapter"): "\u2003" * max(0, n.level - 1) + (n.title or n.doc_id),
                 "node_id": n.node_id,
-                "file": f"{n.file_path}:{n.line}",
-                "category": n.category,
+                t("file"): f"{n.file_path}:{n.line}",
+                t("category"): n.category,
             }
             for n in shown
         ]
         picked = ui.clickable_table(
-            pd.DataFrame(rows, columns=["chapter", "node_id", "file", "category"]),
+            pd.DataFrame(rows, columns=[t("chapter"), "node_id", t("file"), t("category")]),
             [r["node_id"] for r in rows],
             state.KB_TREE,
             seen=state.KB_TREE_PICK,
             height=420,
             column_config={
                 "node_id": None,
-                "chapter": st.column_config.TextColumn(width="large"),
+                t("chapter"): st.column_config.TextColumn(width="large"),
                 "file": st.column_config.TextColumn(width="medium"),
                 "category": st.column_config.TextColumn(width="small"),
             },

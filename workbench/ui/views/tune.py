@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import streamlit as st
 
+from workbench.tune.compare import compare_configs, parse_config_spec
 from workbench.tune.experiment_store import ExperimentStore
 from workbench.tune.experiments import run_experiment
-from workbench.tune.tune_loop import earlier_experiment, run_loop
+from workbench.tune.tried import earlier_try
 from workbench.ui import components as ui
 from workbench.ui import resources, state, tune_inputs, tune_results
 from workbench.ui.i18n import t
@@ -34,36 +35,40 @@ with ui.guarded(t("Tune")):
     if len(specs) < 2:
         st.caption(t("Type a change such as `fusion.bm25_weight=0.5` to compare."))
     if (go or auto) and len(specs) >= 2:
+        configs = [parse_config_spec(s, ws) for s in specs]  # a bad spec fails before any run
         with ui.progress_bar(t("Evaluating")) as progress:
-            res = run_loop(
+            res = compare_configs(
                 ws,
+                configs,
                 gs,
-                specs,
                 split=str(st.session_state.get(state.TUNE_SPLIT, "all")),
                 evaluator_for=lambda c: resources.evaluator(ws, c),
                 progress=progress,
             )
         resources.clear_data()
-        state.set_tune_result(res)
-        st.query_params.from_dict(tune_inputs.link_params(list(res.specs)))
-    res = state.tune_result()
-    if res is not None:
+        state.set_tune_result((res, [cfg for _, cfg in configs]))
+        st.query_params.from_dict(tune_inputs.link_params(list(res.labels)))
+    shown = state.tune_result()
+    if shown is not None:
+        res, cfgs = shown
         st.subheader(t("Headline"))
         tune_results.headline(res)
         st.subheader(t("Per query"))
         qid = tune_results.matrix(res)
         if qid is not None:
-            st.query_params.from_dict(tune_inputs.link_params(list(res.specs), qid))
+            st.query_params.from_dict(tune_inputs.link_params(list(res.labels), qid))
             tune_results.query_view(res, qid, resources.kb(ws))
         st.subheader(t("Keep or drop"))
         store = ExperimentStore(ws.experiments)
         baseline = store.baseline_config()
         done = state.tune_experiments()
-        cols = st.columns(len(res.specs) - 1)
-        for i, col in enumerate(cols, 1):
-            spec, changes = res.specs[i], res.changes(i, baseline)
+        for i, col in enumerate(st.columns(len(res.labels) - 1), 1):
+            spec = res.labels[i]
+            changes = {k: new for k, (_, new) in baseline.diff(cfgs[i]).items()}
             with col:
-                earlier = earlier_experiment(store, changes, gs.content_hash)
+                earlier = (
+                    earlier_try(store, changes, gs.content_hash, baseline) if changes else None
+                )
                 if tune_results.experiment_panel(i, spec, earlier, done.get(spec)):
                     with st.status(t("Evaluating baseline and candidate on tune and holdout…")):
                         result = run_experiment(
