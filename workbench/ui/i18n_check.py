@@ -53,7 +53,7 @@ def core_messages(root: Path = UI.parent) -> dict[str, list[str]]:
                 and node.func.id == "Message"
                 and node.args
             ):
-                for text in _literal(node.args[0]):
+                for text in filter(None, _literal(node.args[0])):
                     found.setdefault(text, []).append(f"{path.name}:{node.lineno}")
     for text in [*CAUSES.values(), *OUTCOME_WORDS.values()]:
         found.setdefault(text, []).append("words")
