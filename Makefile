@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PORT ?= 8501
 
-.PHONY: help setup run index test test-fast lint format bench clean
+.PHONY: help setup run index test test-fast lint format bench clean screenshots
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*##' Makefile | sed 's/:.*## /\t/'
@@ -32,6 +32,9 @@ test: $(STAMP)  ## run the full test suite (slow and browser tests included)
 
 test-fast: $(STAMP)  ## the suite without slow and browser tests
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -m "not slow and not browser"
+
+screenshots: $(STAMP)  ## the README's screenshots from the bundled wiki (Chromium, en + zh)
+	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/screenshots.py --out docs/screenshots
 
 lint: $(STAMP)  ## ruff lint + format check, mypy (strict on engine/, normal on workbench/)
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .

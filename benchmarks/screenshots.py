@@ -112,24 +112,29 @@ def tune_link(url: str, q: str | None = None) -> str:
 
 def shoot(browser, url: str, lang: str, out: Path) -> None:  # type: ignore[no-untyped-def]
     prefix = "" if lang == "en" else f"{lang}-"
-    page = browser.new_page(viewport={"width": 1400, "height": 1100})
+    # Streamlit scrolls inside its own container, so a tall window stands in for full_page.
+    page = browser.new_page(viewport={"width": 1400, "height": 1600})
     for path in PAGES:
         page.goto(f"{url}/{path}", wait_until="domcontentloaded", timeout=60_000)
         page.locator("h1").first.wait_for(timeout=60_000)
         settle(page)
-        page.screenshot(path=str(out / f"{prefix}{path or 'overview'}.png"), full_page=True)
+        page.screenshot(path=str(out / f"{prefix}{path or 'overview'}.png"))
+    page.set_viewport_size({"width": 1400, "height": 2600})
     page.goto(tune_link(url), wait_until="domcontentloaded", timeout=60_000)
     page.locator("h1").first.wait_for(timeout=60_000)
+    page.get_by_role("heading", level=3).nth(1).wait_for(timeout=180_000)
     settle(page)
-    page.screenshot(path=str(out / f"{prefix}tune.png"), full_page=False)
     # open the first query of the matrix (sorted by change: the one that moved most)
     grid = page.locator('[data-testid="stDataFrame"]').nth(1)
-    box = grid.bounding_box()
-    if box:
-        page.mouse.click(box["x"] + 60, box["y"] + 52)
+    heading = page.get_by_role("heading", level=4).first
+    for _ in range(3):  # a click can land while the grid still redraws
+        box = grid.bounding_box()
+        if box:
+            page.mouse.click(box["x"] + 60, box["y"] + 52)
         settle(page)
-    page.get_by_role("heading", level=4).first.scroll_into_view_if_needed()
-    page.screenshot(path=str(out / f"{prefix}tune-query.png"), full_page=False)
+        if heading.count():
+            break
+    page.screenshot(path=str(out / f"{prefix}tune.png"))
     page.close()
 
 

@@ -467,3 +467,17 @@ def test_golden_set_rating_queue_from_the_deep_link(ui_copy, monkeypatch):
     at.button(key=f"{state.RATE_GRADE}_l").click().run()
     assert J.read(J.path_for(ui_copy["dataset"]))[-1].grade == J.LATER
     assert any("What this set can detect" in s.value for s in at.subheader)
+
+
+def test_overview_says_when_the_latest_run_is_not_the_baselines(ui_copy):
+    from workbench.eval import golden
+    from workbench.eval.engines import evaluator
+    from workbench.eval.evaluate import save_run
+    from workbench.workspace import resolve
+
+    w = resolve(ui_copy["kb"], ui_copy["index"], dataset=ui_copy["dataset"],
+                experiments_root=ui_copy["experiments"])  # fmt: skip
+    other = w.load_config().with_overrides({"fusion.k": 5.0})
+    save_run(evaluator(w, other).run(golden.load(ui_copy["dataset"]), other), w.runs_dir)
+    at = open_page("overview")
+    assert any("not the baseline's config" in x.value for x in at.warning)

@@ -142,6 +142,16 @@ with ui.guarded(t("Overview")):
                     split=rec.split,
                 )
             )
+            base_hash = ExperimentStore(ws.experiments).baseline_config().hash
+            if rec.config_hash != base_hash:  # numbers of another config read as the baseline's
+                st.warning(
+                    t(
+                        "The latest run is not the baseline's config (`{run}` vs baseline "
+                        "`{base}`): evaluate the baseline to see its numbers.",
+                        run=rec.config_hash[:12],
+                        base=base_hash[:12],
+                    )
+                )
             m = st.columns(4)
             for col, key in zip(m, ("recall@5", "mrr", "hit@5", "ndcg@10"), strict=True):
                 col.metric(key, f"{means.get(key, 0.0):.3f}")
