@@ -13,11 +13,11 @@ from workbench.commands import common
 from workbench.eval import golden
 from workbench.eval.attribution import CAUSES
 from workbench.eval.evaluate import EvalRun, save_run
+from workbench.eval.metrics import DEFAULT_FAMILIES
 from workbench.eval.run_labels import workspace_label
 from workbench.eval.unjudged import share_line, unjudged_share
 from workbench.progress import StderrBar
 
-TABLE_MEASURES = ("recall", "precision", "hit", "ndcg", "hrecall", "hndcg", "mrr")
 TABLE_KS = (1, 3, 5, 10, 20)
 
 
@@ -144,7 +144,7 @@ def format_run(run: EvalRun, answers: dict | None = None) -> str:
         lines.append("")
         lines.append(f"== {mode}  ({n} queries, p50 {lat['p50']:.1f} ms, p95 {lat['p95']:.1f} ms)")
         lines.append("measure    " + "".join(f"{'@' + str(k):>8}" for k in TABLE_KS))
-        for m in TABLE_MEASURES:
+        for m in DEFAULT_FAMILIES:
             lines.append(
                 f"{m:<11}" + "".join(f"{means.get(f'{m}@{k}', 0):>8.3f}" for k in TABLE_KS)
             )

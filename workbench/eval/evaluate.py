@@ -360,13 +360,7 @@ class Evaluator:
 
 
 def _measures() -> tuple[M.Measure, ...]:
-    ks = M.DEFAULT_KS
-    names = [
-        f"{m}@{k}"
-        for m in ("recall", "precision", "hit", "ndcg", "hrecall", "hndcg", "mrr")
-        for k in ks
-    ]
-    return tuple(M.parse_measure(n) for n in [*names, "mrr", "map"])
+    return M.default_measures()
 
 
 def _zero_metrics() -> dict[str, float]:

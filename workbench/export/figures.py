@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from workbench.eval.metrics import shown
 from workbench.export.report import Report
 
 # Report figures carry their own look: a figure left on plotly's *default* template picks
@@ -50,7 +51,7 @@ def report_figures(report: Report) -> dict[str, list[Any]]:
         fig = go.Figure(
             [
                 go.Bar(name=m, x=names, y=[groups[g].get(m, 0.0) for g in names])
-                for m in ("recall@5", "mrr", "hit@5")
+                for m in shown("chart")
             ]
         )
         fig.update_layout(
@@ -70,7 +71,7 @@ def report_figures(report: Report) -> dict[str, list[Any]]:
     if report.trajectory:
         xs = [p["experiment"] for p in report.trajectory]
         fig = go.Figure()
-        for m in ("recall@5", "mrr", "hit@5"):
+        for m in shown("chart"):
             fig.add_scatter(x=xs, y=[p.get(m, 0.0) for p in report.trajectory], name=m)
         fig.update_layout(
             title="Tune score after each experiment",

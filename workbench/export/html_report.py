@@ -22,8 +22,9 @@ import jinja2
 from markupsafe import Markup
 
 from workbench.eval.attribution import CAUSES
+from workbench.eval.metrics import DEFAULT_FAMILIES, shown
 from workbench.export.figures import report_figures, style_figure
-from workbench.export.report import CARDS, KS, SECTIONS, TABLE_MEASURES, Report, pair_text
+from workbench.export.report import KS, SECTIONS, Report, pair_text
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -98,12 +99,12 @@ def render_html(report: Report, *, include_plotlyjs: bool = True) -> str:
 def _tables(report: Report) -> dict[str, Any]:
     """The report's tables and cards with numbers formatted as the page shows them."""
     means, lat = report.means, report.latency
-    cards = [(m, f"{means.get(m, 0.0):.3f}") for m in CARDS] + [
+    cards = [(m, f"{means.get(m, 0.0):.3f}") for m in shown("headline")] + [
         (f"latency {p} (ms)", f"{lat.get(p, 0.0):.1f}") for p in ("p50", "p95")
     ]
     metric_table = Table(
         ["measure", *(f"@{k}" for k in KS)],
-        [[m, *(f"{means.get(f'{m}@{k}', 0.0):.3f}" for k in KS)] for m in TABLE_MEASURES],
+        [[m, *(f"{means.get(f'{m}@{k}', 0.0):.3f}" for k in KS)] for m in DEFAULT_FAMILIES],
         frozenset(range(1, len(KS) + 1)),
     )
     results_table = Table(
@@ -137,12 +138,12 @@ def _tables(report: Report) -> dict[str, Any]:
         (
             by,
             Table(
-                ["group", "n", "recall@5", "mrr", "hit@5", "ndcg@10"],
+                ["group", "n", *shown("headline")],
                 [
                     [
                         g,
                         v.get("n", 0),
-                        *(f"{v.get(m, 0.0):.3f}" for m in ("recall@5", "mrr", "hit@5", "ndcg@10")),
+                        *(f"{v.get(m, 0.0):.3f}" for m in shown("headline")),
                     ]
                     for g, v in groups.items()
                 ],

@@ -6,7 +6,8 @@ Every piece of user text goes through ``md_cell`` (pipes, newlines and HTML defu
 from __future__ import annotations
 
 from workbench.eval.attribution import CAUSES
-from workbench.export.report import CARDS, KS, TABLE_MEASURES, Report, pair_text
+from workbench.eval.metrics import DEFAULT_FAMILIES, shown
+from workbench.export.report import KS, Report, pair_text
 from workbench.tune.scorecard_markdown import md_cell, scorecard_markdown
 
 
@@ -23,14 +24,14 @@ def render_markdown(report: Report) -> str:
         "",
         "## Metrics",
         "",
-        " · ".join(f"**{m}** {report.means.get(m, 0):.3f}" for m in CARDS)
+        " · ".join(f"**{m}** {report.means.get(m, 0):.3f}" for m in shown("headline"))
         + f" · **p50** {report.latency.get('p50', 0):.1f} ms"
         + f" · **p95** {report.latency.get('p95', 0):.1f} ms",
         "",
         "| measure | " + " | ".join(f"@{k}" for k in KS) + " |",
         "|---|" + "---:|" * len(KS),
     ]
-    for m in TABLE_MEASURES:
+    for m in DEFAULT_FAMILIES:
         out.append(
             f"| {m} | " + " | ".join(f"{report.means.get(f'{m}@{k}', 0):.3f}" for k in KS) + " |"
         )

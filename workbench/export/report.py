@@ -28,8 +28,6 @@ SECTIONS = (
     ("scorecard", "Scorecard"),
 )
 KS = (1, 3, 5, 10, 20)
-TABLE_MEASURES = ("recall", "precision", "hit", "ndcg", "hrecall", "hndcg", "mrr")
-CARDS = ("recall@5", "mrr", "hit@5", "ndcg@10")
 CSV_FIELDS = (
     "id",
     "query",

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workbench.eval.evaluate import EvalRun
+from workbench.eval.metrics import shown
 from workbench.eval.stats import (
     PairedComparison,
     benjamini_hochberg,
@@ -25,7 +26,6 @@ from workbench.eval.stats import (
 from workbench.tune.rule import STATISTICAL, AcceptanceRule
 
 EPS = 1e-9
-REPORTED = ("recall@5", "mrr", "hit@5", "ndcg@10")
 PerQuery = Mapping[str, Mapping[str, float]]
 
 
@@ -138,7 +138,7 @@ def decide_scores(
     require_improvement: bool = True,
 ) -> Decision:
     """The decision from per-query metrics; ``groups``: field -> query id -> slice value."""
-    measures = dict.fromkeys((rule.primary, *REPORTED))
+    measures = dict.fromkeys((rule.primary, *shown("headline")))
     comps = {
         m: compare_paired(a, b, m, alpha=rule.alpha, n_resamples=rule.resamples) for m in measures
     }

@@ -18,6 +18,7 @@ from engine.config import EngineConfig, parse_override
 from engine.errors import ConfigError, EngineError
 from workbench.eval.evaluate import EvalRun, QueryResult, save_run
 from workbench.eval.golden import GoldenSet
+from workbench.eval.metrics import shown
 from workbench.eval.run_record import RunRecord
 from workbench.eval.saved_runs import RunKey, find_saved_run
 from workbench.eval.stats import PairedComparison, compare_paired
@@ -25,19 +26,7 @@ from workbench.tune.query_matrix import QueryMatrix, build_matrix
 from workbench.tune.scorecard_markdown import md_cell
 from workbench.tune.side_by_side import SIDE_BY_SIDE_K, SideBySide, side_by_side
 
-TABLE_MEASURES = (
-    "recall@5",
-    "recall@10",
-    "precision@5",
-    "precision@10",
-    "hit@5",
-    "hit@10",
-    "ndcg@5",
-    "ndcg@10",
-    "mrr",
-)
 LATENCY = ("latency_p50", "latency_p95")
-TESTED = ("recall@5", "mrr", "ndcg@10")
 CHANGED_N = 10
 EPS = 1e-9
 
@@ -127,7 +116,7 @@ class Comparison:
     modes: tuple[str, ...]
     split: str
     dataset: str
-    metrics: tuple[dict[str, float], ...]  # per config: TABLE_MEASURES + latency
+    metrics: tuple[dict[str, float], ...]  # per config: shown("table") + latency
     stats: tuple[dict[str, PairedComparison], ...]  # per other config (index i -> config i+1)
     changed: tuple[tuple[ChangedQuery, ...], ...]  # per other config
     diffs: tuple[dict[str, tuple[Any, Any]], ...]  # config changes vs the first, per other
@@ -192,7 +181,7 @@ class Comparison:
 
 def _metrics(run: EvalRun, mode: str) -> dict[str, float]:
     means = run.means(mode)
-    out = {m: float(means.get(m, 0.0)) for m in TABLE_MEASURES}
+    out = {m: float(means.get(m, 0.0)) for m in shown("table")}
     lat = run.latency(mode)
     out["latency_p50"], out["latency_p95"] = float(lat["p50"]), float(lat["p95"])
     return out
@@ -239,7 +228,7 @@ def compare_runs(
     per_query = [r.per_query(m) for (_, r), m in zip(runs, modes, strict=True)]
     stats, changed, diffs = [], [], []
     for i in range(1, len(runs)):
-        stats.append({m: compare_paired(per_query[0], per_query[i], m) for m in TESTED})
+        stats.append({m: compare_paired(per_query[0], per_query[i], m) for m in shown("tested")})
         changed.append(tuple(_changed(base, modes[0], runs[i][1], modes[i], changed_n)))
         diffs.append(base.config.diff(runs[i][1].config))
     return Comparison(
@@ -360,7 +349,7 @@ def comparison_markdown(c: Comparison) -> str:
         "| measure | " + " | ".join(labels) + " |",
         "|---|" + "---:|" * len(labels),
     ]
-    for m in (*TABLE_MEASURES, *LATENCY):
+    for m in (*shown("table"), *LATENCY):
         cells = []
         for i, met in enumerate(c.metrics):
             v = met.get(m, 0.0)
@@ -409,7 +398,7 @@ def comparison_figures(c: Comparison) -> list[Any]:
     """Plotly figures: headline metrics per config, and wins/losses/ties per config."""
     import plotly.graph_objects as go
 
-    measures = ("recall@5", "mrr", "hit@5", "ndcg@10")
+    measures = shown("headline")
     bars = go.Figure(
         [
             go.Bar(name=lab, x=list(measures), y=[met[m] for m in measures])

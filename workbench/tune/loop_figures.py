@@ -8,7 +8,8 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-TRAJECTORY_MEASURES = ("recall@5", "mrr", "hit@5")
+from workbench.eval.metrics import shown
+
 COLOURS = {"recall@5": "#0969da", "mrr": "#8250df", "hit@5": "#1a7f37"}
 
 
@@ -19,12 +20,13 @@ def _same(s: str) -> str:
 def trajectory_figure(
     points: Sequence[Mapping[str, Any]],
     tr: Callable[[str], str] = _same,
-    measures: Sequence[str] = TRAJECTORY_MEASURES,
+    measures: Sequence[str] | None = None,
 ) -> Any:
     """The baseline's score after each experiment (lines), each rolled-back candidate's score
     (hollow markers, same colour), golden set changes as dotted lines. ``tr`` translates."""
     import plotly.graph_objects as go
 
+    measures = shown("chart") if measures is None else measures
     fig = go.Figure()
     xs = [int(p["experiment"]) for p in points]
     for m in measures:

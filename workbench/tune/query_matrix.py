@@ -11,9 +11,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from workbench.eval.metrics import shown
 from workbench.eval.run_record import QueryRecord, RunRecord
 
-MATRIX_MEASURES = ("recall@5", "recall@10", "precision@5", "hit@5", "ndcg@10", "mrr")
 OUTCOMES = ("won", "lost", "tied")
 FILTERS = ("won", "lost", "changed")  # changed: won or lost against any candidate
 SLICES = ("difficulty", "category", "language", "split")
@@ -138,11 +138,12 @@ def build_matrix(
     records: Sequence[RunRecord],
     labels: Sequence[str],
     modes: Sequence[str] | None = None,
-    measures: Sequence[str] = MATRIX_MEASURES,
+    measures: Sequence[str] | None = None,
 ) -> QueryMatrix:
     """One row per query of the reference run present in every run (paired by id)."""
     if len(records) != len(labels):
         raise ValueError("one label per run")
+    measures = shown("matrix") if measures is None else measures
     modes = list(modes or [r.modes[0] for r in records])
     by_run = [{q.id: q for q in r.for_mode(m)} for r, m in zip(records, modes, strict=True)]
     rows = []

@@ -30,8 +30,8 @@ import yaml
 
 from engine.errors import EngineError
 from engine.yaml_safe import load_file, short
+from workbench.eval.metrics import primary_measures
 
-MEASURES = ("mrr", "ndcg@10", "recall@5", "hit@5", "recall@10", "hit@10", "ndcg@5", "map")
 METHODS = ("statistical", "strict")
 CORRECTIONS = ("holm", "bh", "none")
 SLICE_FIELDS = ("difficulty", "category", "language")
@@ -110,8 +110,8 @@ def _validate(r: AcceptanceRule) -> None:
 
     if r.method not in METHODS:
         raise bad("method", f"must be one of {', '.join(METHODS)}, not {r.method!r}")
-    if r.primary not in MEASURES:
-        raise bad("primary", f"must be one of {', '.join(MEASURES)}, not {r.primary!r}")
+    if r.primary not in primary_measures():
+        raise bad("primary", f"must be one of {', '.join(primary_measures())}, not {r.primary!r}")
     if not 0 < r.alpha <= 0.5:
         raise bad("alpha", f"must be in (0, 0.5], not {r.alpha}")
     if r.correction not in CORRECTIONS:

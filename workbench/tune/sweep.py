@@ -19,9 +19,8 @@ from engine.errors import ConfigError
 from engine.yaml_safe import refuse_aliases, safe_load
 from workbench.eval.evaluate import EvalRun
 from workbench.eval.golden import GoldenSet
+from workbench.eval.metrics import shown
 
-TUNE_MEASURES = ("recall@5", "mrr", "hit@5", "ndcg@10")
-HOLDOUT_MEASURES = ("recall@5", "mrr")
 # Latency differences below this share of the median p95 (and below 1 ms) are noise: on the
 # 2-core machines here, identical configs measured p50 4.2-4.9 ms apart run to run (~15%).
 LATENCY_NOISE_SHARE = 0.15
@@ -95,9 +94,9 @@ class SweepPoint:
     def row(self, split: str = "tune") -> dict[str, Any]:
         """A flat row (CSV, tables): values, split measures, holdout measures, latency."""
         out: dict[str, Any] = dict(self.values)
-        for m in TUNE_MEASURES:
+        for m in shown("headline"):
             out[f"{split}_{m}"] = self.tune.get(m, 0.0)
-        for m in HOLDOUT_MEASURES:
+        for m in shown("holdout"):
             out[f"holdout_{m}"] = self.holdout.get(m, 0.0)
         out["latency_p50"] = self.latency_p50
         out["latency_p95"] = self.latency_p95
@@ -141,7 +140,7 @@ class SweepResult:
     def holdout_warning(self, measure: str = "mrr") -> str | None:
         """A warning when the best tune point is worse on holdout than the current value
         (or, without the current value in the grid, than the grid's best holdout score)."""
-        hm = measure if measure in HOLDOUT_MEASURES else "mrr"
+        hm = measure if measure in shown("holdout") else "mrr"
         best = self.best.holdout.get(hm, 0.0)
         ref_i = self.current_index
         if ref_i is not None:
@@ -232,8 +231,8 @@ def _point(values: dict[str, Any], cfg: EngineConfig, mode: str, tune: EvalRun, 
         values=values,
         config_hash=cfg.hash,
         mode=mode,
-        tune={m: float(tm.get(m, 0.0)) for m in TUNE_MEASURES},
-        holdout={m: float(hm.get(m, 0.0)) for m in HOLDOUT_MEASURES},
+        tune={m: float(tm.get(m, 0.0)) for m in shown("headline")},
+        holdout={m: float(hm.get(m, 0.0)) for m in shown("holdout")},
         latency_p50=float(lat["p50"]),
         latency_p95=float(lat["p95"]),
         tune_queries=len(tune.for_mode(mode)),
@@ -298,8 +297,8 @@ def format_sweep(result: SweepResult) -> str:
     rows = []
     for i, p in enumerate(result.points):
         cells = [str(p.values[k]) for k in cols]
-        cells += [f"{p.tune[m]:.3f}" for m in TUNE_MEASURES]
-        cells += [f"{p.holdout[m]:.3f}" for m in HOLDOUT_MEASURES]
+        cells += [f"{p.tune[m]:.3f}" for m in shown("headline")]
+        cells += [f"{p.holdout[m]:.3f}" for m in shown("holdout")]
         cells += [f"{p.latency_p50:.1f}", f"{p.latency_p95:.1f}"]
         if i == result.best_index:
             cells[0] = "*" + cells[0]

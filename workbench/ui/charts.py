@@ -8,6 +8,7 @@ from typing import Any, Literal
 import pandas as pd
 import streamlit as st
 
+from workbench.eval.metrics import shown
 from workbench.ui.i18n import t
 
 # Target bands for recall (docs/design.md, "Workbench"): poor < 0.5 <= acceptable < 0.7 <= good < 0.85 <= excellent.
@@ -69,11 +70,13 @@ def metric_cards(means: Mapping[str, float], ks: Sequence[int] = (5, 10, 20)) ->
 
 def bar_chart(
     groups: Mapping[str, Mapping[str, float]],
-    measures: Sequence[str] = ("recall@5", "mrr", "hit@5"),
+    measures: Sequence[str] | None = None,
     title: str = "",
 ) -> None:
-    """Grouped bars: one group per slice, one bar per measure."""
+    """Grouped bars: one group per slice, one bar per measure (default: the chart measures)."""
     import plotly.express as px
+
+    measures = shown("chart") if measures is None else measures
 
     rows = [
         # An empty slice name (items without a category) gets a label, not a blank bar.

@@ -8,12 +8,12 @@ import streamlit as st
 
 from workbench.answer.safe_markdown import escape_text
 from workbench.eval import analysis as A
+from workbench.eval.metrics import shown
 from workbench.ui import components as ui
 from workbench.ui import resources, state, tuning_widgets
 from workbench.ui.i18n import labelled, t
 from workbench.workspace import Workspace
 
-MEASURES = ("mrr", "recall@5", "hit@5", "ndcg@10", "recall@10")
 OUTCOME_COLOUR = {"won": "#1a7f37", "lost": "#cf222e", "changed": "#9a6700", "tied": ""}
 
 
@@ -44,7 +44,9 @@ def runs_diff(ws: Workspace) -> None:
         return
     c = st.columns(3)
     mode = c[0].selectbox(t("Mode"), modes, key=state.RUNS_DIFF_MODE)
-    measure = c[1].selectbox(t("Measure"), MEASURES, key=state.RUNS_DIFF_MEASURE)
+    measure = c[1].selectbox(
+        t("Measure"), shown("diff"), index=shown("diff").index("mrr"), key=state.RUNS_DIFF_MEASURE
+    )
     everything = A.run_matrix(records, mode, measure)
     counts = A.outcome_counts(everything)
     # won / lost / changed / tied: values stay English, labels translated here (format_func

@@ -8,6 +8,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from workbench.eval.metrics import shown
 from workbench.tune.compare import Comparison
 from workbench.tune.query_matrix import SLICES
 from workbench.tune.tried import EarlierTry
@@ -15,7 +16,6 @@ from workbench.ui import components as ui
 from workbench.ui import snippets, state, tuning_widgets
 from workbench.ui.i18n import labelled, t
 
-MEASURES = ("mrr", "recall@5", "hit@5", "ndcg@10", "recall@10")
 ALL = "(all)"
 
 
@@ -62,7 +62,9 @@ def matrix(c: Comparison) -> str | None:
     m = c.matrix()
     labels = list(c.labels)
     cols = st.columns([1, 1, 1, 1])
-    measure = cols[0].selectbox(t("Measure"), MEASURES, key=state.TUNE_MEASURE)
+    measure = cols[0].selectbox(
+        t("Measure"), shown("diff"), index=shown("diff").index("mrr"), key=state.TUNE_MEASURE
+    )
     outcomes = ("won", "lost", "changed", "tied")
     show = {ALL: t("all ({n})", n=len(m.rows))}
     show |= {o: f"{t(o)} ({len(m.select(measure, outcome=o))})" for o in outcomes}

@@ -7,6 +7,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from workbench.eval.metrics import shown
 from workbench.tune import compare
 from workbench.ui.i18n import t
 from workbench.workspace import Workspace
@@ -29,7 +30,7 @@ def delta_colour(v: Any) -> str:
 
 def comparison(c: Any) -> None:
     """A Comparison: metrics with deltas, paired statistics, wins/losses, changed queries."""
-    measures = [*compare.TABLE_MEASURES, *compare.LATENCY]
+    measures = [*shown("table"), *compare.LATENCY]
     table = {"measure": measures}
     for i, lab in enumerate(c.labels):
         name = f"{i + 1}. {lab}"
@@ -195,7 +196,7 @@ def decision(result: Any) -> None:
         hide_index=True,
         width="stretch",
     )
-    measures = ("recall@5", "mrr", "hit@5", "ndcg@10", "latency_p50")
+    measures = (*shown("headline"), "latency_p50")
     st.dataframe(
         pd.DataFrame(
             {

@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from engine.config import all_keys
+from workbench.eval.metrics import shown
 from workbench.tune import compare
 from workbench.tune import sweep as sweep_mod
 from workbench.ui import components as ui
@@ -96,9 +97,7 @@ with ui.guarded(t("Compare & sweep")):
         )
         row = st.columns(3)
         split = row[0].selectbox(t("Decide on"), ["tune", "all"], key=state.SWEEP_SPLIT)
-        measure = row[1].selectbox(
-            t("Measure"), ["recall@5", "mrr", "hit@5", "ndcg@10"], key=state.SWEEP_MEASURE
-        )
+        measure = row[1].selectbox(t("Measure"), list(shown("headline")), key=state.SWEEP_MEASURE)
         if row[2].button(t("Run sweep"), key=state.SWEEP_RUN, type="primary"):
             grid = dict([sweep_mod.parse_grid_arg(f"{k1}={v1}")])
             if k2 != "(none)" and v2.strip():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from workbench.eval.metrics import shown
 from workbench.tune.experiment_history import trajectory
 from workbench.tune.experiment_store import ExperimentStore
 from workbench.ui import charts, resources, state
@@ -153,7 +154,7 @@ with ui.guarded(t("Overview")):
                     )
                 )
             m = st.columns(4)
-            for col, key in zip(m, ("recall@5", "mrr", "hit@5", "ndcg@10"), strict=True):
+            for col, key in zip(m, shown("headline"), strict=True):
                 col.metric(key, f"{means.get(key, 0.0):.3f}")
             st.markdown(
                 t("Recall@5 band: {badge}", badge=charts.band_badge(means.get("recall@5", 0.0)))
