@@ -1,4 +1,4 @@
-"""Adding a measure to the workbench is one entry in ``metrics.SHOWN``: the rule may decide
+"""Adding a measure to the workbench is one entry in ``measures.SHOWN``: the rule may decide
 on it, decisions compare it, every view lists it; no module keeps its own list."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from engine.errors import EngineError
-from workbench.eval import metrics
-from workbench.eval.metrics import SHOWN, Shown, primary_measures, shown
+from workbench.eval import measures
+from workbench.eval.measures import SHOWN, Shown, primary_measures, shown
 from workbench.tune.acceptance import decide_scores
 from workbench.tune.rule import STATISTICAL, AcceptanceRule
 
@@ -67,7 +67,7 @@ def _hand_written_lists(path: Path) -> list[str]:
 
 
 def test_no_module_keeps_its_own_list_of_shown_measures() -> None:
-    own = Path(metrics.__file__)
+    own = Path(measures.__file__)
     found = [
         hit
         for pkg in ("workbench", "engine")
@@ -75,4 +75,4 @@ def test_no_module_keeps_its_own_list_of_shown_measures() -> None:
         if path != own
         for hit in _hand_written_lists(path)
     ]
-    assert not found, f"measure lists outside workbench/eval/metrics.py: {found}"
+    assert not found, f"measure lists outside workbench/eval/measures.py: {found}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from workbench.eval.metrics import shown
+from workbench.eval.measures import shown
 from workbench.export.report import Report
 
 # Report figures carry their own look: a figure left on plotly's *default* template picks

@@ -22,7 +22,8 @@ import jinja2
 from markupsafe import Markup
 
 from workbench.eval.attribution import CAUSES
-from workbench.eval.metrics import DEFAULT_FAMILIES, shown
+from workbench.eval.measures import shown
+from workbench.eval.metrics import DEFAULT_FAMILIES
 from workbench.export.figures import report_figures, style_figure
 from workbench.export.report import KS, SECTIONS, Report, pair_text
 

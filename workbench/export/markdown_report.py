@@ -6,7 +6,8 @@ Every piece of user text goes through ``md_cell`` (pipes, newlines and HTML defu
 from __future__ import annotations
 
 from workbench.eval.attribution import CAUSES
-from workbench.eval.metrics import DEFAULT_FAMILIES, shown
+from workbench.eval.measures import shown
+from workbench.eval.metrics import DEFAULT_FAMILIES
 from workbench.export.report import KS, Report, pair_text
 from workbench.tune.scorecard_markdown import md_cell, scorecard_markdown
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workbench.eval.evaluate import EvalRun
-from workbench.eval.metrics import shown
+from workbench.eval.measures import shown
 from workbench.eval.stats import (
     PairedComparison,
     benjamini_hochberg,

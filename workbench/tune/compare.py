@@ -18,7 +18,7 @@ from engine.config import EngineConfig, parse_override
 from engine.errors import ConfigError, EngineError
 from workbench.eval.evaluate import EvalRun, QueryResult, save_run
 from workbench.eval.golden import GoldenSet
-from workbench.eval.metrics import shown
+from workbench.eval.measures import shown
 from workbench.eval.run_record import RunRecord
 from workbench.eval.saved_runs import RunKey, find_saved_run
 from workbench.eval.stats import PairedComparison, compare_paired

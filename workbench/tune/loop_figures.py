@@ -8,7 +8,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from workbench.eval.metrics import shown
+from workbench.eval.measures import shown
 
 COLOURS = {"recall@5": "#0969da", "mrr": "#8250df", "hit@5": "#1a7f37"}
 

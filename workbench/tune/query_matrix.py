@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from workbench.eval.metrics import shown
+from workbench.eval.measures import shown
 from workbench.eval.run_record import QueryRecord, RunRecord
 
 OUTCOMES = ("won", "lost", "tied")

@@ -30,7 +30,7 @@ import yaml
 
 from engine.errors import EngineError
 from engine.yaml_safe import load_file, short
-from workbench.eval.metrics import primary_measures
+from workbench.eval.measures import primary_measures
 
 METHODS = ("statistical", "strict")
 CORRECTIONS = ("holm", "bh", "none")

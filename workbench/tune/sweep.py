@@ -19,7 +19,7 @@ from engine.errors import ConfigError
 from engine.yaml_safe import refuse_aliases, safe_load
 from workbench.eval.evaluate import EvalRun
 from workbench.eval.golden import GoldenSet
-from workbench.eval.metrics import shown
+from workbench.eval.measures import shown
 
 # Latency differences below this share of the median p95 (and below 1 ms) are noise: on the
 # 2-core machines here, identical configs measured p50 4.2-4.9 ms apart run to run (~15%).

@@ -8,7 +8,7 @@ from typing import Any, Literal
 import pandas as pd
 import streamlit as st
 
-from workbench.eval.metrics import shown
+from workbench.eval.measures import shown
 from workbench.ui.i18n import t
 
 # Target bands for recall (docs/design.md, "Workbench"): poor < 0.5 <= acceptable < 0.7 <= good < 0.85 <= excellent.

@@ -8,7 +8,7 @@ import streamlit as st
 
 from workbench.answer.safe_markdown import escape_text
 from workbench.eval import analysis as A
-from workbench.eval.metrics import shown
+from workbench.eval.measures import shown
 from workbench.ui import components as ui
 from workbench.ui import resources, state, tuning_widgets
 from workbench.ui.i18n import labelled, t

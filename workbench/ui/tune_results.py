@@ -8,7 +8,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from workbench.eval.metrics import shown
+from workbench.eval.measures import shown
 from workbench.tune.compare import Comparison
 from workbench.tune.query_matrix import SLICES
 from workbench.tune.tried import EarlierTry

@@ -7,7 +7,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from workbench.eval.metrics import shown
+from workbench.eval.measures import shown
 from workbench.tune import compare
 from workbench.ui.i18n import t
 from workbench.workspace import Workspace

@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from engine.config import all_keys
-from workbench.eval.metrics import shown
+from workbench.eval.measures import shown
 from workbench.tune import compare
 from workbench.tune import sweep as sweep_mod
 from workbench.ui import components as ui

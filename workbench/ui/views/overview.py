@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from workbench.eval.metrics import shown
+from workbench.eval.measures import shown
 from workbench.tune.experiment_history import trajectory
 from workbench.tune.experiment_store import ExperimentStore
 from workbench.ui import charts, resources, state
