@@ -201,3 +201,22 @@ def test_the_judgments_file_is_one_json_object_a_line(tmp_path: Path) -> None:
     lines = f.read_text(encoding="utf-8").splitlines()
     assert [json.loads(s)["grade"] for s in lines] == [2, "unsure"]
     assert "章节#一" in lines[0]  # readable, not \\u escapes
+
+
+def test_compare_shows_unjudged_shares_and_flags_mixed_golden_versions(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from workbench.tune.compare import compare_runs
+
+    gs = golden.load(_set(tmp_path))
+    a = _run(gs, {"q1": ["a", "b"], "q2": ["x"]}, "a")
+    b = _run(gs, {"q1": ["a"], "q2": ["x"]}, "b")
+    c = compare_runs([("a", a), ("b", b)])
+    assert c.unjudged == (pytest.approx(1 / 3), 0.0) and not c.versions_differ
+    md = c.to_markdown()
+    assert "Unjudged in top 10: `a` 33.3%, `b` 0.0% (above 5%" in md
+    assert "different golden-set versions" not in md
+    relabelled = replace(b, dataset_hash="0123456789ab")
+    c2 = compare_runs([("a", a), ("b", relabelled)])
+    assert c2.versions_differ and c2.to_dict()["golden_versions_differ"]
+    assert "WARNING: the runs scored different golden-set versions" in c2.to_markdown()

@@ -65,15 +65,20 @@ def unjudged_share(
     return unjudged / slots if slots else 0.0
 
 
-def share_line(label: str, share: float, k: int = UNJUDGED_K) -> str:
-    """One line for CLI output: the share and, above the threshold, why it matters."""
+def share_note(share: float, k: int = UNJUDGED_K) -> str:
+    """The share in words and, above the threshold, why it matters (CLI, reports)."""
     warn = (
         f"  WARNING: above {WARN_SHARE:.0%}; rate them (`wikirag judge`) before trusting "
         "a comparison"
         if share > WARN_SHARE
         else ""
     )
-    return f"{label}: unjudged in top {k}: {share:.1%}{warn}"
+    return f"unjudged in top {k}: {share:.1%}{warn}"
+
+
+def share_line(label: str, share: float, k: int = UNJUDGED_K) -> str:
+    """One line of `wikirag eval` output for one mode."""
+    return f"{label}: {share_note(share, k)}"
 
 
 def rating_queue(

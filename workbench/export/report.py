@@ -15,6 +15,7 @@ from typing import Any
 from engine.credentials import redact_urls
 from workbench.eval.attribution import CAUSES
 from workbench.eval.run_record import RunRecord
+from workbench.eval.unjudged import share_note
 from workbench.tune.experiment_history import trajectory
 from workbench.tune.experiment_store import ExperimentStore
 
@@ -164,6 +165,9 @@ def build_report(
     notes = []
     if record.errors:
         notes.append(f"{record.errors} queries failed with errors (see the results).")
+    if summ.unjudged_at_10 is not None:
+        note = share_note(summ.unjudged_at_10)
+        notes.append(note[0].upper() + note[1:])
     return Report(
         title=f"WikiRAG evaluation report — {record.kb or record.dataset.name}",
         run={

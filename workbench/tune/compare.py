@@ -22,6 +22,7 @@ from workbench.eval.measures import shown
 from workbench.eval.run_record import RunRecord
 from workbench.eval.saved_runs import RunKey, find_saved_run
 from workbench.eval.stats import PairedComparison, compare_paired
+from workbench.eval.unjudged import WARN_SHARE, unjudged_share
 from workbench.tune.query_matrix import QueryMatrix, build_matrix
 from workbench.tune.scorecard_markdown import md_cell
 from workbench.tune.side_by_side import SIDE_BY_SIDE_K, SideBySide, side_by_side
@@ -123,6 +124,13 @@ class Comparison:
     queries: int
     records: tuple[RunRecord, ...] = field(default=(), repr=False, compare=False)
     reused: tuple[bool, ...] = ()  # per config: a saved run was re-used, not re-evaluated
+    unjudged: tuple[float, ...] = ()  # per config: share of its top 10 no one has judged
+    dataset_hashes: tuple[str, ...] = ()  # per config: the golden-set version its run scored
+
+    @property
+    def versions_differ(self) -> bool:
+        """The runs scored different golden-set versions: deltas mix labels and configs."""
+        return len(set(self.dataset_hashes)) > 1
 
     @property
     def run_ids(self) -> tuple[str, ...]:
@@ -164,12 +172,15 @@ class Comparison:
                     "changes": {k: list(v) for k, v in self.diffs[i - 1].items()} if i else {},
                     "stats": {k: v.to_dict() for k, v in self.stats[i - 1].items()} if i else {},
                     "changed_queries": [c.to_dict() for c in self.changed[i - 1]] if i else [],
+                    "unjudged_at_10": self.unjudged[i] if self.unjudged else None,
+                    "dataset_hash": self.dataset_hashes[i] if self.dataset_hashes else None,
                 }
                 for i, (lab, h, m, met) in enumerate(
                     zip(self.labels, self.config_hashes, self.modes, self.metrics, strict=True)
                 )
             ],
             "matrix": self.matrix().to_dict() if self.records else None,
+            "golden_versions_differ": self.versions_differ,
         }
 
     def to_json(self) -> str:
@@ -244,6 +255,8 @@ def compare_runs(
         queries=len(per_query[0]),
         records=tuple(records or [RunRecord.from_run(r) for _, r in runs]),
         reused=tuple(reused) or (False,) * len(runs),
+        unjudged=tuple(unjudged_share(r, m) for (_, r), m in zip(runs, modes, strict=True)),
+        dataset_hashes=tuple(r.dataset_hash for _, r in runs),
     )
 
 
@@ -337,6 +350,30 @@ def _runs_lines(c: Comparison) -> list[str]:
     return ["Runs:", "", *lines, ""]
 
 
+def _judging_lines(c: Comparison) -> list[str]:
+    """Warnings a reader needs before the deltas: unjudged top 10s, mixed golden versions."""
+    out = []
+    if c.unjudged:
+        shares = ", ".join(
+            f"`{md_cell(lab)}` {u:.1%}" for lab, u in zip(c.labels, c.unjudged, strict=True)
+        )
+        warn = (
+            f" (above {WARN_SHARE:.0%}: rate them with `wikirag judge --run ...` before trusting "
+            "the deltas)"
+            if max(c.unjudged) > WARN_SHARE
+            else ""
+        )
+        out += [f"Unjudged in top 10: {shares}{warn}.", ""]
+    if c.versions_differ:
+        out += [
+            "WARNING: the runs scored different golden-set versions ("
+            + ", ".join(f"`{h}`" for h in c.dataset_hashes)
+            + "); deltas mix label changes with config changes.",
+            "",
+        ]
+    return out
+
+
 def comparison_markdown(c: Comparison) -> str:
     labels = [md_cell(lab) for lab in c.labels]
     out = [
@@ -346,6 +383,7 @@ def comparison_markdown(c: Comparison) -> str:
         f"Deltas are against `{labels[0]}`.",
         "",
         *_runs_lines(c),
+        *_judging_lines(c),
         "| measure | " + " | ".join(labels) + " |",
         "|---|" + "---:|" * len(labels),
     ]
