@@ -33,18 +33,9 @@ SPLITS = ("tune", "holdout")
 # mean the question is too broad to label.
 MIN_RELEVANT, MAX_RELEVANT = 1, 4
 HOLDOUT_SHARE = 0.25  # fraction of ids whose hash puts them in the holdout split
-_KNOWN_KEYS = {
-    "id",
-    "query",
-    "relevant",
-    "difficulty",
-    "category",
-    "answer_contains",
-    "notes",
-    "split",
-    "unanswerable",
-    "grades",
-}
+# The item keys this module writes (any other key is the user's and is kept).
+_KNOWN_KEYS = frozenset(("id", "query", "relevant", "difficulty", "category", "answer_contains"))
+_KNOWN_KEYS |= {"notes", "split", "unanswerable", "grades"}
 
 
 class GoldenSetError(EngineError):
@@ -131,10 +122,6 @@ class GoldenSet:
         if judged or level:  # a set without judgments keeps the hash it always had
             text += J.digest(judged) + repr(sorted(level))
         return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
-
-    @property
-    def judgments_path(self) -> Path | None:
-        return J.path_for(self.path) if self.path else None
 
 
 @dataclass(frozen=True)
