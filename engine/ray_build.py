@@ -36,7 +36,7 @@ import scipy.sparse as sp
 from engine.config import EmbeddingConfig, EngineConfig
 from engine.errors import EngineError
 from engine.rows import RowBatch, build_rows, title_terms
-from engine.tree import Document, markdown_files, parse_document
+from engine.tree import Document, markdown_entries, parse_document, within_boundary
 from engine.types import Embedder
 
 # engine.indexer and engine.store import lancedb: imported where the driver needs them, so
@@ -380,7 +380,8 @@ def _run_pipeline(
             progress(done, total, stage)
 
     # The driver reads the files: workers of a remote cluster need not see the KB folder.
-    paths = markdown_files(root)
+    # the same files parse_kb reads: links leaving the KB and oversized files are skipped
+    paths = [Path(p) for _, p in within_boundary(root, markdown_entries(root))[0]]
     if not paths:
         raise EngineError(f"no Markdown files under {root}; nothing to index")
     items = [{"rel": p.relative_to(root).as_posix(), "data": p.read_bytes()} for p in paths]

@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import itertools
+import math
 import os
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
@@ -45,6 +46,8 @@ from engine.markdown_scan import (
 )
 
 HASH_HEX = 16
+MAX_FILE_MB = 10.0  # a larger page is skipped, not parsed (WIKIRAG_MAX_FILE_MB changes it)
+MAX_FILE_MB_ENV = "WIKIRAG_MAX_FILE_MB"
 EMPTY_SLUG = "section"  # id segment for a heading whose slug is empty (e.g. emoji only)
 
 
@@ -269,23 +272,85 @@ def markdown_entries(root: str | Path) -> list[tuple[str, str]]:
     return found
 
 
+def max_file_mb() -> float:
+    """``$WIKIRAG_MAX_FILE_MB`` if it is a positive number, else ``MAX_FILE_MB``. An environment
+    setting, not a config key: every reader of a KB (index, freshness, UI, serving) must skip
+    the same files, and most have no config at hand."""
+    raw = os.environ.get(MAX_FILE_MB_ENV, "")
+    try:
+        value = float(raw)
+    except ValueError:
+        if raw.strip():
+            raise EngineError(
+                f"{MAX_FILE_MB_ENV} must be a number of MB, got {raw[:40]!r}"
+            ) from None
+        return MAX_FILE_MB
+    if not math.isfinite(value) or value <= 0:
+        raise EngineError(f"{MAX_FILE_MB_ENV} must be a positive number of MB, got {raw[:40]!r}")
+    return value
+
+
+def within_boundary(
+    root: str | Path, entries: list[tuple[str, str]], limit_mb: float | None = None
+) -> tuple[list[tuple[str, str]], list[Problem]]:
+    """The ``entries`` (from ``markdown_entries``) that may be read, and a problem for each
+    one skipped: a symlink (or a file under a symlinked folder) whose target is outside
+    ``root`` (a link to /etc/passwd would be indexed and served), and a file over
+    ``limit_mb`` (a 50 MB page took 86 s and 1.9 GB to parse). Both are decided from
+    ``stat``/``realpath`` before a byte is read. ``limit_mb`` None: ``max_file_mb()``."""
+    top = os.path.realpath(os.fspath(root))
+    cap_mb = max_file_mb() if limit_mb is None else limit_mb
+    limit = cap_mb * 1024 * 1024
+    kept: list[tuple[str, str]] = []
+    problems: list[Problem] = []
+    for rel, path in entries:
+        real = os.path.realpath(path)
+        if os.path.commonpath([top, real]) != top:
+            problems.append(
+                Problem(
+                    rel,
+                    0,
+                    "is a link to a file outside the knowledge base; it was skipped",
+                    "copy the file into the knowledge base folder instead of linking to it",
+                )
+            )
+            continue
+        try:
+            size = os.stat(real).st_size
+        except OSError:
+            size = 0  # unreadable or a broken link: parse_kb reports it when reading
+        if size > limit:
+            problems.append(
+                Problem(
+                    rel,
+                    0,
+                    f"is {size / 1024 / 1024:.1f} MB, over the {cap_mb:g} MB limit; it was skipped",
+                    f"split it into smaller pages, or raise {MAX_FILE_MB_ENV}",
+                )
+            )
+            continue
+        kept.append((rel, path))
+    return kept, problems
+
+
 def parse_kb(
     root: str | Path,
     progress: Callable[[int, int], None] | None = None,
     cache: DocumentSource | None = None,
+    limit_mb: float | None = None,
 ) -> KnowledgeBase:
     """Parse every Markdown file of a KB folder. Bad files become problems, never errors.
 
     ``progress(done, total)`` is called after each file. ``cache`` (an
     ``engine.parse_cache.ParseCache``) returns the documents of unchanged files without
-    parsing them again.
+    parsing them again. Links leaving ``root`` and files over ``limit_mb`` (None:
+    ``max_file_mb()``) are skipped with a problem each (``within_boundary``).
     """
     root_path = Path(root)
     if not root_path.is_dir():
         raise EngineError(f"knowledge base folder {root_path} not found; pass --kb DIR")
-    files = markdown_entries(root_path)
+    files, problems = within_boundary(root_path, markdown_entries(root_path), limit_mb)
     documents: list[Document] = []
-    problems: list[Problem] = []
     for i, (rel, path) in enumerate(files, start=1):
         try:
             doc = (
@@ -327,9 +392,11 @@ __all__ = [
     "document_headings",
     "markdown_entries",
     "markdown_files",
+    "max_file_mb",
     "parse_document",
     "parse_kb",
     "slugify",
     "source_hash",
     "split_front_matter",
+    "within_boundary",
 ]

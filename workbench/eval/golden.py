@@ -224,15 +224,12 @@ def _item(q: Mapping[str, Any], n: int) -> GoldenItem:
             )
         out[str(k)] = v
     grades = out
-    query = q.get("query")
+    query, unanswerable = q.get("query"), q.get("unanswerable", False)
     if (query is not None and not isinstance(query, str | int | float)) or isinstance(query, bool):
         raise GoldenSetError(f"{item_id}: `query` must be a string, got {short(query)}")
-    unanswerable = q.get("unanswerable", False)
-    if unanswerable is not None and not isinstance(unanswerable, bool):
-        # "false" is a string, and bool("false") is True: a typo would flip the item
-        raise GoldenSetError(
-            f"{item_id}: `unanswerable` must be true or false (unquoted), got {short(unanswerable)}"
-        )
+    if unanswerable is not None and not isinstance(unanswerable, bool):  # bool("false") is True
+        raise GoldenSetError(f"{item_id}: `unanswerable` must be true or false (unquoted), got "
+                             f"{short(unanswerable)}")  # fmt: skip
     return GoldenItem(
         id=item_id,
         query=str(query or "").strip(),
