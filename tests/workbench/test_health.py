@@ -127,3 +127,20 @@ def test_golden_health_json_on_the_bundled_wiki(capsys, monkeypatch) -> None:
     assert 0.0 <= got["unjudged_at_10"] <= 1.0 and 0.0 <= got["saturation"] <= 1.0
     assert got["mde"]["tune"] == pytest.approx(mde(got["spread_sd"], got["queries"]["tune"]))
     assert got["mde"]["holdout"] > got["mde"]["tune"]  # fewer queries, larger MDE
+
+
+def test_coverage_lists_documents_no_question_labels(tmp_path: Path) -> None:
+    from engine.tree import parse_kb
+    from tests.engine.engine_kit import write_kb
+    from workbench.eval.health import coverage
+
+    kb = parse_kb(write_kb(tmp_path / "kb"))
+    gs = golden.parse(
+        "name: c\nqueries:\n  - {id: a, query: x, relevant: ['rag/chunking#切块策略/按标题切块']}\n"
+    )
+    cov = coverage(gs, kb)
+    assert cov["documents"] == len(kb.documents) and cov["covered"] == 1
+    assert "rag/chunking" not in cov["uncovered"]
+    assert sorted(cov["uncovered"]) == sorted(
+        d.doc_id for d in kb.documents if d.doc_id != "rag/chunking"
+    )

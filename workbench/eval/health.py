@@ -80,6 +80,8 @@ class GoldenHealth:
     spread_sources: int  # experiments + run pairs the spread came from
     effects_seen: float | None  # median |MRR delta| of logged experiments
     notes: list[str] = field(default_factory=list)
+    # Documents (and their front-matter categories) that some answerable query labels.
+    coverage: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -108,6 +110,7 @@ def golden_health(
     baseline_hash: str = "",
     alpha: float = 0.05,
     power: float = 0.8,
+    kb: Any = None,
 ) -> GoldenHealth:
     """The set's health from its items, its logged experiments and its saved runs."""
     answerable = gs.answerable()
@@ -163,6 +166,7 @@ def golden_health(
     }
     p75 = percentile(spreads, 75) if len(spreads) >= 2 else sd_med
     return GoldenHealth(
+        coverage=coverage(gs, kb) if kb is not None else {},
         dataset=gs.name,
         dataset_hash=gs.content_hash,
         queries=queries,
@@ -183,6 +187,23 @@ def golden_health(
         effects_seen=percentile(effects, 50) if effects else None,
         notes=notes,
     )
+
+
+def coverage(gs: GoldenSet, kb: Any) -> dict[str, Any]:
+    """Which documents and categories the set's labels reach (drafting targets the rest)."""
+    labelled = {kb.nodes[n].doc_id for i in gs.answerable() for n in i.qrels if n in kb.nodes}
+    cats: dict[str, list[int]] = {}
+    for doc in kb.documents:
+        c = cats.setdefault(str(doc.frontmatter.get("category") or "(none)"), [0, 0])
+        c[0] += doc.doc_id in labelled
+        c[1] += 1
+    docs = [d.doc_id for d in kb.documents]
+    return {
+        "documents": len(docs),
+        "covered": sum(d in labelled for d in docs),
+        "uncovered": [d for d in docs if d not in labelled],
+        "by_category": {k: {"covered": a, "documents": b} for k, (a, b) in sorted(cats.items())},
+    }
 
 
 def format_health(h: GoldenHealth) -> str:
@@ -209,6 +230,13 @@ def format_health(h: GoldenHealth) -> str:
         f"{f(h.mde['holdout'])}, all {f(h.mde['all'])} (tune, 75th-percentile spread: "
         f"{f(h.mde_p75)}; sd {f(h.spread_sd)} from {h.spread_sources} comparisons; median "
         f"|effect| seen {f(h.effects_seen)})",
+        *(
+            [f"coverage: {h.coverage['covered']} of {h.coverage['documents']} documents have a "
+             "labelled question; uncovered: " + (", ".join(h.coverage["uncovered"][:8]) or "none")
+             + (" ..." if len(h.coverage["uncovered"]) > 8 else "")
+             + " (draft questions for their chapters: `wikirag golden draft NODE_ID ...`)"]
+            if h.coverage else []
+        ),
         *(f"note: {n}" for n in h.notes),
     ]  # fmt: skip
     return "\n".join(lines) + "\n"

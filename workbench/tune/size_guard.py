@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from engine.errors import EngineError
@@ -139,4 +140,9 @@ def health_of(ws: Workspace, gs: GoldenSet) -> GoldenHealth:
         except RunRecordError:
             continue  # a damaged record is `wikirag eval`'s to report, not the health's
     records = ExperimentStore(ws.experiments).load_records()
-    return golden_health(gs, experiments=records, runs=runs, baseline_hash=ws.load_config().hash)
+    from engine.tree import parse_kb
+
+    kb = parse_kb(ws.kb) if Path(ws.kb).is_dir() else None
+    return golden_health(
+        gs, experiments=records, runs=runs, baseline_hash=ws.load_config().hash, kb=kb
+    )
