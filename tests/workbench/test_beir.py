@@ -195,12 +195,9 @@ def test_cli(tmp_path, capsys):
     ]
     assert main([*argv, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["queries"] == 3
-    assert (
-        main(
-            [*argv[:2], "--kb-out", str(tmp_path / "kb"), "--dataset-out", str(tmp_path / "d.yaml")]
-        )
-        == 0
-    )
+    assert main(argv) == 2  # the same targets again: refused, nothing touched
+    assert "pass --force to replace it" in capsys.readouterr().err
+    assert main([*argv, "--force"]) == 0
     assert "wrote 5 passages" in capsys.readouterr().out
     assert (
         main(["import-beir", str(tmp_path / "absent"), "--kb-out", "k", "--dataset-out", "d"]) == 2
@@ -229,3 +226,43 @@ def test_cmrc2018_trial(shared_data, tmp_path):
         golden = pytest.importorskip("workbench.eval.golden")
         issues = golden.validate(golden.load(tmp_path / "cmrc.yaml"), kb)
         assert [str(i) for i in issues if i.level == "error"] == []
+
+
+def test_an_existing_kb_or_dataset_is_not_overwritten_without_force(tmp_path):
+    src = _write_beir(tmp_path / "tiny")
+    kb, ds = tmp_path / "kb", tmp_path / "ds.yaml"
+    kb.mkdir()
+    (kb / "mine.md").write_text("# Mine\n", encoding="utf-8")
+    with pytest.raises(EngineError, match=r"kb exists and is not empty; pass --force"):
+        import_beir(src, kb, ds)
+    assert [p.name for p in kb.iterdir()] == ["mine.md"] and not ds.exists()
+    ds.write_text("name: mine\n", encoding="utf-8")
+    with pytest.raises(EngineError, match=r"ds\.yaml exists; pass --force"):
+        import_beir(src, tmp_path / "empty-kb", ds)
+    assert ds.read_text(encoding="utf-8") == "name: mine\n"
+    result = import_beir(src, kb, ds, force=True)
+    assert not (kb / "mine.md").exists() and result.passages == len(list(kb.glob("*.md")))
+    assert "name: mine" not in ds.read_text(encoding="utf-8")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ds.yaml", "kb", "tiny"]  # no leftovers
+
+
+def test_an_error_part_way_leaves_no_half_written_kb(tmp_path):
+    src = _write_beir(tmp_path / "tiny")
+    (src / "queries.jsonl").write_text('{"_id": "q1", "text": "x"}\n{oops\n', encoding="utf-8")
+    kb, ds = tmp_path / "kb", tmp_path / "ds.yaml"
+    with pytest.raises(EngineError, match=r"queries\.jsonl:2: not valid JSON"):
+        import_beir(src, kb, ds)  # the corpus was read and written before the queries failed
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny"]
+    kb.mkdir()
+    (kb / "old.md").write_text("# Old\n", encoding="utf-8")
+    with pytest.raises(EngineError):
+        import_beir(src, kb, ds, force=True)
+    assert [p.name for p in kb.iterdir()] == ["old.md"]  # the old KB is untouched
+
+
+def test_help_lists_the_overwrite_flag(capsys):
+    from workbench.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["import-beir", "--help"])
+    assert "--force" in capsys.readouterr().out

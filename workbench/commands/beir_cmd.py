@@ -26,6 +26,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="keep the first N judged queries",
     )
     p.add_argument("--name", default=None, help="golden set name (default: the folder's name)")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace a non-empty --kb-out folder (its files are removed) and an existing "
+        "--dataset-out file; without it the import refuses to overwrite",
+    )
     add_json_arg(p, "print a JSON summary on stdout")
     p.set_defaults(func=_run)
 
@@ -39,6 +45,7 @@ def _run(args: argparse.Namespace) -> int:
         args.dataset_out,
         limit_queries=args.limit_queries,
         name=args.name,
+        force=args.force,
     )
     if args.json:
         print_json(result.to_dict())

@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import shutil
+import tempfile
 import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -206,6 +209,7 @@ def import_beir(
     *,
     limit_queries: int | None = None,
     name: str | None = None,
+    force: bool = False,
 ) -> BeirImport:
     """Write the passages of a BEIR folder as Markdown and its judged queries as a golden set.
 
@@ -221,7 +225,57 @@ def import_beir(
     if not folder.is_dir():
         raise BeirFormatError(f"{folder}: not a folder; point at the folder holding corpus.jsonl")
     kb_dir = Path(kb_out)
+    _refuse_overwrite(kb_dir, Path(dataset_out), force)
     qrels = read_qrels_tsv(_qrels_path(folder))
+    # Passages go to a hidden folder beside the target, moved into place only once the whole
+    # import has worked: an error leaves the old KB (or nothing) and no half-written folder.
+    kb_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{kb_dir.name}.import-", dir=kb_dir.parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(staging, 0o777 & ~umask)  # mkdtemp's 0700 would become the KB folder's mode
+    try:
+        result = _import(folder, kb_dir, staging, Path(dataset_out), qrels, limit_queries, name)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return result
+
+
+def _refuse_overwrite(kb_dir: Path, dataset_out: Path, force: bool) -> None:
+    if force:
+        return
+    if kb_dir.exists() and (not kb_dir.is_dir() or any(kb_dir.iterdir())):
+        raise BeirFormatError(
+            f"{kb_dir} exists and is not empty; pass --force to replace it (its files are "
+            "removed), or choose another --kb-out"
+        )
+    if dataset_out.exists():
+        raise BeirFormatError(
+            f"{dataset_out} exists; pass --force to replace it, or choose another --dataset-out"
+        )
+
+
+def _swap_in(staging: Path, kb_dir: Path) -> None:
+    """``staging`` becomes ``kb_dir``; an old ``kb_dir`` is moved aside first, then removed."""
+    old = None
+    if kb_dir.exists() or kb_dir.is_symlink():
+        old = Path(tempfile.mkdtemp(prefix=f".{kb_dir.name}.old-", dir=kb_dir.parent))
+        os.replace(kb_dir, old / "kb")
+    os.replace(staging, kb_dir)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _import(
+    folder: Path,
+    kb_dir: Path,
+    staging: Path,
+    dataset_out: Path,
+    qrels: dict[str, dict[str, int]],
+    limit_queries: int | None,
+    name: str | None,
+) -> BeirImport:
 
     node_ids: dict[str, str] = {}
     used: set[str] = set()
@@ -236,7 +290,7 @@ def import_beir(
         used.add(stem.lower())
         title = _title_text(str(doc.get("title") or "")) or did
         node_ids[did] = heading_node_id(stem, title)
-        atomic_write_text(kb_dir / f"{stem}.md", passage_markdown(doc))
+        (staging / f"{stem}.md").write_text(passage_markdown(doc), encoding="utf-8")
         passages += 1
 
     items: list[dict[str, Any]] = []
@@ -281,6 +335,7 @@ def import_beir(
         dataset["relevant_grade"] = 1  # BEIR's scale: any positive grade is relevant
     dataset["queries"] = items
     text = yaml.safe_dump(dataset, allow_unicode=True, sort_keys=False, width=10_000)
+    _swap_in(staging, kb_dir)
     atomic_write_text(Path(dataset_out), text)
     return BeirImport(
         kb_dir=kb_dir,
