@@ -155,7 +155,7 @@ def _card(ws: Workspace, kb: Any, entry: Any, who: str, left: int) -> None:
             st.markdown(snippet_markdown(snippet(node.content, entry.query)))
     cols = st.columns(len(ANSWERS))
     for col, (grade, label, key) in zip(cols, ANSWERS, strict=True):
-        if col.button(t(label), key=f"{state.RATE_GRADE}_{key}", shortcut=key):
+        if col.button(t(label), key=state.item_key(state.RATE_GRADE, key), shortcut=key):
             j = J.judgment(entry.item_id, entry.node_id, grade, who)
             J.append(J.path_for(ws.dataset), [j])
             st.rerun()
