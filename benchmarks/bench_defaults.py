@@ -83,6 +83,14 @@ def bench_sets(shared: Path) -> list[BenchSet]:
             True,
         ),
         BenchSet("wiki", str(ROOT / "wiki"), str(ROOT / "datasets" / "wiki.yaml"), "wiki", True),
+        # Questions about the bundled wiki written by someone who did not write the wiki
+        BenchSet(
+            "wiki-independent",
+            str(ROOT / "wiki"),
+            str(sets / "wiki-independent.yaml"),
+            "wiki",
+            True,
+        ),
     ]
 
 

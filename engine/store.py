@@ -26,6 +26,7 @@ from engine.atomic import atomic_write_bytes, atomic_writer
 from engine.errors import EngineError
 
 TABLE_PREFIX = "chapters_"
+PASSAGES = "passage_vectors"
 FILTER_KEYS = ("category", "priority", "doc_type", "keywords")
 
 META_COLUMNS = (
@@ -54,6 +55,9 @@ def chapter_schema(dims: int) -> pa.Schema:
         [
             pa.field("id", pa.string(), nullable=False),
             pa.field("vector", pa.list_(pa.float32(), dims)),
+            # The chapter's passage vectors (index.passage_chars; engine/passages.py), in
+            # passage order; empty when passages are off or the chapter has no text.
+            pa.field(PASSAGES, pa.list_(pa.list_(pa.float32(), dims))),
             pa.field("text", pa.string()),
             pa.field("tokens", pa.string()),  # jieba tokens, space-joined (BM25 input)
             pa.field("doc_id", pa.string()),
@@ -270,20 +274,31 @@ class Store:
             )
 
     @staticmethod
-    def add_columns(tbl: Any, columns: pa.Table, vectors: np.ndarray) -> None:
-        """Append rows given as every column but "vector" plus a (rows, dims) matrix."""
+    def add_columns(
+        tbl: Any,
+        columns: pa.Table,
+        vectors: np.ndarray,
+        passages: Sequence[np.ndarray] | None = None,
+    ) -> None:
+        """Append rows given as every column but the vectors, plus a (rows, dims) matrix and
+        each row's (passages, dims) matrix (None: no passages)."""
         if columns.num_rows:
-            tbl.add(with_vectors(columns, vectors, tbl.schema))
+            tbl.add(with_vectors(columns, vectors, tbl.schema, passages))
 
     @staticmethod
-    def upsert_columns(tbl: Any, columns: pa.Table, vectors: np.ndarray) -> None:
+    def upsert_columns(
+        tbl: Any,
+        columns: pa.Table,
+        vectors: np.ndarray,
+        passages: Sequence[np.ndarray] | None = None,
+    ) -> None:
         """``upsert`` for rows given as in ``add_columns``."""
         if columns.num_rows:
             (
                 tbl.merge_insert("id")
                 .when_matched_update_all()
                 .when_not_matched_insert_all()
-                .execute(with_vectors(columns, vectors, tbl.schema))
+                .execute(with_vectors(columns, vectors, tbl.schema, passages))
             )
 
     @staticmethod
@@ -316,7 +331,9 @@ class Store:
         """Exact (flat) cosine search in LanceDB: (id, cosine similarity), best first."""
         if k <= 0:
             return []
-        q = tbl.search(np.asarray(vector, dtype=np.float32)).distance_type("cosine")
+        q = tbl.search(
+            np.asarray(vector, dtype=np.float32), vector_column_name="vector"
+        ).distance_type("cosine")
         if where:
             q = q.where(where, prefilter=True)
         res = q.select(["id", "_distance"]).limit(k).to_arrow()
@@ -372,16 +389,52 @@ def _skip_shadowed_datasets() -> None:
         registered.add("datasets")
 
 
-def with_vectors(columns: pa.Table, vectors: np.ndarray, schema: pa.Schema) -> pa.Table:
-    """The table of ``schema`` from its non-vector ``columns`` and a float32 vector matrix."""
+def with_vectors(
+    columns: pa.Table,
+    vectors: np.ndarray,
+    schema: pa.Schema,
+    passages: Sequence[np.ndarray] | None = None,
+) -> pa.Table:
+    """The table of ``schema`` from its non-vector ``columns``, a float32 vector matrix and
+    the rows' passage matrices (a table made before passages has no column for them)."""
     _skip_shadowed_datasets()
     if len(vectors) != columns.num_rows:
         raise ValueError(f"{len(vectors)} vectors for {columns.num_rows} rows")
     dims = schema.field("vector").type.list_size
     mat = np.ascontiguousarray(vectors, dtype=np.float32).reshape(columns.num_rows, dims)
     vec = pa.FixedSizeListArray.from_arrays(pa.array(mat.ravel(), pa.float32()), dims)
-    cols = [vec if f.name == "vector" else columns.column(f.name).cast(f.type) for f in schema]
+    made = {"vector": vec}
+    if PASSAGES in schema.names:
+        made[PASSAGES] = passage_array(passages, columns.num_rows, dims)
+    cols = [made[f.name] if f.name in made else columns.column(f.name).cast(f.type) for f in schema]
     return pa.Table.from_arrays(cols, schema=schema)
+
+
+def passage_array(passages: Sequence[np.ndarray] | None, rows: int, dims: int) -> pa.ListArray:
+    """Each row's (k, dims) passage matrix as one list-of-vectors array (None: all empty)."""
+    if passages is None:
+        passages = [np.zeros((0, dims), np.float32)] * rows
+    if len(passages) != rows:
+        raise ValueError(f"{len(passages)} passage matrices for {rows} rows")
+    offsets = np.zeros(rows + 1, dtype=np.int32)
+    offsets[1:] = np.cumsum([len(p) for p in passages])
+    flat = (
+        np.concatenate([np.asarray(p, np.float32).reshape(-1, dims) for p in passages])
+        if rows
+        else np.zeros((0, dims), np.float32)
+    )
+    values = pa.FixedSizeListArray.from_arrays(pa.array(flat.ravel(), pa.float32()), dims)
+    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), values)
+
+
+def passages_of(table: pa.Table) -> list[np.ndarray]:
+    """The passage column of ``table`` as one (k, dims) float32 matrix per row."""
+    col = table.column(PASSAGES).combine_chunks()
+    dims = col.type.value_type.list_size
+    flat = col.flatten().flatten().to_numpy(zero_copy_only=False)
+    mat = np.asarray(flat, dtype=np.float32).reshape(-1, dims)
+    offsets = col.offsets.to_numpy() - col.offsets[0].as_py()
+    return [mat[offsets[i] : offsets[i + 1]] for i in range(len(col))]
 
 
 def _to_arrow(rows: Sequence[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:

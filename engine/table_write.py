@@ -21,7 +21,7 @@ from engine.hash_tables import NodeHashes
 from engine.index_plan import UpdatePlan
 from engine.lexical import warm_up
 from engine.rows import RowBatch, build_rows, summary_key
-from engine.store import Store, sql_str, vectors_of
+from engine.store import PASSAGES, Store, passages_of, sql_str, vectors_of
 from engine.term_counts import CountsBuilder, LexicalCounts
 from engine.tree import KnowledgeBase, Node
 from engine.types import Embedder, ProgressFn
@@ -110,13 +110,8 @@ def write_full(
     row_hashes: list[str] = []
     counts = CountsBuilder()
     for rows in row_batches(nodes, cfg, summaries, worker_count(len(nodes), workers)):
-        texts = rows.embed_texts
-        parts = [
-            np.asarray(embedder.embed_documents(texts[s : s + batch]), dtype=np.float32)
-            for s in range(0, len(texts), batch)
-        ]
-        vecs = np.concatenate(parts) if parts else np.zeros((0, embedder.signature.dims))
-        Store.add_columns(tbl, rows.columns, vecs)
+        vecs = embed_all(embedder, rows.embed_texts, batch)
+        Store.add_columns(tbl, rows.columns, vecs, embed_passages(embedder, rows, batch))
         ids = [n.node_id for n in nodes[len(keys) : len(keys) + rows.columns.num_rows]]
         keys += ids
         embed_hashes += rows.columns.column("content_hash").to_pylist()
@@ -127,6 +122,29 @@ def write_full(
     if progress:
         progress(0, 1, "lexical")
     return NodeHashes(keys, (embed_hashes, row_hashes)), counts.result()
+
+
+def embed_all(embedder: Embedder, texts: Sequence[str], batch: int) -> np.ndarray:
+    """``texts`` embedded in batches of ``batch``: a float32 (len(texts), dims) matrix."""
+    parts = [
+        np.asarray(embedder.embed_documents(list(texts[s : s + batch])), dtype=np.float32)
+        for s in range(0, len(texts), batch)
+    ]
+    return np.concatenate(parts) if parts else np.zeros((0, embedder.signature.dims), np.float32)
+
+
+def embed_passages(
+    embedder: Embedder, rows: RowBatch, batch: int, keep: Sequence[int] | None = None
+) -> list[np.ndarray] | None:
+    """Each row's passage vectors (rows ``keep`` only, when given); None when no row has
+    passages (passages off), so the column is written empty."""
+    picked = range(len(rows.passage_texts)) if keep is None else keep
+    lists = [rows.passage_texts[i] for i in picked]
+    if not any(lists):
+        return None
+    flat = embed_all(embedder, [t for texts in lists for t in texts], batch)
+    ends = np.cumsum([len(texts) for texts in lists])
+    return [flat[end - len(texts) : end] for end, texts in zip(ends, lists, strict=True)]
 
 
 def write_incremental(
@@ -157,11 +175,18 @@ def write_incremental(
         vectors.update(zip(chunk, vecs, strict=True))
         if progress:
             progress(min(start + batch, len(to_embed)), len(to_embed), "embed")
+    position = {n: i for i, n in enumerate(todo)}
+    fresh = embed_passages(embedder, rows, batch, [position[n] for n in to_embed])
+    passages: dict[str, np.ndarray] = dict(zip(to_embed, fresh, strict=True)) if fresh else {}
+    has_passages = PASSAGES in tbl.schema.names
     for start in range(0, len(reuse), 500):
         part = reuse[start : start + 500]
         where = f"id IN ({', '.join(sql_str(i) for i in part)})"
-        got = Store.read(tbl, ["id", "vector"], where)
-        vectors.update(zip(got.column("id").to_pylist(), vectors_of(got), strict=True))
+        got = Store.read(tbl, ["id", "vector", *([PASSAGES] if has_passages else [])], where)
+        got_ids = got.column("id").to_pylist()
+        vectors.update(zip(got_ids, vectors_of(got), strict=True))
+        if has_passages:
+            passages.update(zip(got_ids, passages_of(got), strict=True))
     dims = embedder.signature.dims
     mat = (
         np.stack([np.asarray(vectors[n], np.float32) for n in todo])
@@ -170,9 +195,14 @@ def write_incremental(
     )
     # merge_insert, not delete + add: at 100k rows the two measured alike (0.05-1.8 s each
     # under load 17, docs/benchmarks.md), and this writes one table version, not two.
+    empty = np.zeros((0, dims), np.float32)
+    row_passages = [passages.get(n, empty) for n in todo]
     for start in range(0, len(todo), ROW_BATCH):
         Store.upsert_columns(
-            tbl, rows.columns.slice(start, ROW_BATCH), mat[start : start + ROW_BATCH]
+            tbl,
+            rows.columns.slice(start, ROW_BATCH),
+            mat[start : start + ROW_BATCH],
+            row_passages[start : start + ROW_BATCH],
         )
         if progress:
             progress(min(start + ROW_BATCH, len(todo)), len(todo), "write")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from engine.config import EmbeddingConfig, RerankConfig
-from engine.embedding import HashEmbedder, USEEmbedder
+from engine.embedding import HashEmbedder, OnnxUSEEmbedder, USEEmbedder
 from engine.rerank import OnnxCrossEncoder
 
 
@@ -19,8 +19,16 @@ def hash_embedder() -> HashEmbedder:
 
 
 @pytest.fixture(scope="session")
+def onnx_use_embedder() -> OnnxUSEEmbedder:
+    """The default offline embedder (multilingual USE v3, int8 ONNX, 512-d), warmed once."""
+    emb = OnnxUSEEmbedder(EmbeddingConfig(provider="use-onnx"))
+    emb.embed_query("warm up")
+    return emb
+
+
+@pytest.fixture(scope="session")
 def use_embedder() -> USEEmbedder:
-    """The default offline embedder (multilingual USE v3, 512-d), warmed once."""
+    """The numpy fallback of the default embedder (the same USE v3 model), warmed once."""
     emb = USEEmbedder(EmbeddingConfig(provider="use"))
     emb.embed_query("warm up")
     return emb

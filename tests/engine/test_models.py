@@ -39,9 +39,10 @@ def test_embedders_and_rerankers_of_one_folder_are_told_apart() -> None:
 
 
 def test_embedders_of_one_model_share_the_loaded_model() -> None:
-    # Two embedder objects (e.g. two configs' engines) for USE: one model in the cache.
-    a = make_embedder(EmbeddingConfig(provider="use"))
-    b = make_embedder(EmbeddingConfig(provider="use"))
-    a.embed_query("one")
-    b.embed_query("two")
-    assert sum(1 for k in loaded_models() if k[:2] == ("embedder", "use")) == 1
+    # Two embedder objects (e.g. two configs' engines) per USE runtime: one model each.
+    for provider in ("use", "use-onnx"):
+        a = make_embedder(EmbeddingConfig(provider=provider))
+        b = make_embedder(EmbeddingConfig(provider=provider))
+        a.embed_query("one")
+        b.embed_query("two")
+        assert sum(1 for k in loaded_models() if k[:2] == ("embedder", provider)) == 1
