@@ -169,11 +169,9 @@ class SearchConfig:
 class IndexConfig:
     use_summaries: bool = False  # prepend cached LLM chapter summaries to the embedded text
     content_chars: int = _num(1500, 50, 100000)  # chars of chapter content in the embedded text
-    # Passage vectors: besides its one vector, each chapter's whole text is embedded as
-    # windows of whole sentences of up to this many characters (its title in front), each
-    # repeating up to ``passage_overlap`` characters of the one before; the vector channel
-    # scores a chapter by the best of its vectors. 0 = one vector per chapter. Sizes by
-    # measurement (benchmarks/bench_passages.py; the README's passage section).
+    # Passage vectors: each chapter's whole text also embedded as sentence windows of up to
+    # this size (engine/passages.py), the vector channel scoring a chapter by its best
+    # vector. 0 = one vector per chapter. Sizes by measurement (benchmarks/bench_passages.py).
     passage_chars: int = _num(150, 0, 100000)
     passage_overlap: int = _num(40, 0, 100000)
     # Build on Ray (engine/ray_build.py): "" = in this process; "local" = a Ray instance on
