@@ -8,6 +8,7 @@ Module map, grouped by job (roughly in dependency order: a module mostly imports
 
 Contracts and plumbing
   config         ``EngineConfig``: one frozen, typed config tree, YAML in/out, stable hash
+  config_legacy  the values keys had before they existed, for configs saved then
   errors         ``EngineError`` and friends; messages say how to fix
   types          result types and the ``Embedder`` / ``Reranker`` protocols
   atomic         atomic file writes;  yaml_safe: YAML without alias bombs

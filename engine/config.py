@@ -19,6 +19,8 @@ from typing import Any, Literal
 
 import yaml
 
+from engine.config_legacy import LEGACY_VALUES as LEGACY_VALUES  # re-exported
+from engine.config_legacy import fill_legacy
 from engine.credentials import DEFAULT_KEY_ENV, DEFAULT_RERANK_KEY_ENV
 from engine.errors import ConfigError
 from engine.fusion import FUSIONS, NORMALIZATIONS
@@ -403,47 +405,6 @@ def _section_type(f: dataclasses.Field[Any]) -> type:
 
 def _resolve(cls: type, name: str) -> Any:
     return typing.get_type_hints(cls)[name]
-
-
-# Keys added after configs were first saved, with the value that reproduces what a config
-# written before them meant. A saved config lists every key of its time, so one that has
-# the whole first-release schema but lacks these was written before they existed: the
-# bundled wiki's accepted baseline ran RRF over plain BM25, and must keep doing so until an
-# experiment changes it. A hand-written partial config gets today's defaults.
-# (embedding.provider is not here although its default moved from "use" to "use-onnx": it is
-# in the first schema, so every saved config names its embedder and keeps it.)
-LEGACY_VALUES: dict[str, Any] = {
-    "fusion.method": "rrf",
-    "fusion.normalization": "minmax",
-    "lexical.title_weight": 0.0,
-    "lexical.title_b": 0.75,
-    "index.ann_min_rows": 0,
-    "index.passage_chars": 0,
-}
-_FIRST_SCHEMA = {
-    "embedding": ("provider", "model", "dims", "batch_size", "base_url", "api_key_env"),
-    "lexical": ("k1", "b", "tokenizer", "backend"),
-    "expansion": ("enabled", "threshold", "max_terms", "use_fallback_dictionary"),
-    "fusion": ("k", "vector_weight", "bm25_weight", "multiplier", "rerank_multiplier"),
-    "search": ("mode", "top_k", "expand"),
-}
-
-
-def fill_legacy(data: Any) -> Any:
-    """A complete config saved before LEGACY_VALUES' keys existed gets their old values."""
-    if not isinstance(data, dict):
-        return data
-    complete = all(
-        isinstance(data.get(sec), dict) and all(k in data[sec] for k in keys)
-        for sec, keys in _FIRST_SCHEMA.items()
-    )
-    if not complete:
-        return data
-    out = {k: dict(v) if isinstance(v, dict) else v for k, v in data.items()}
-    for dotted, value in LEGACY_VALUES.items():
-        section, key = dotted.split(".")
-        out[section].setdefault(key, value)
-    return out
 
 
 def _build(cls: type, data: Any, where: str) -> Any:
