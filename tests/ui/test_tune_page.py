@@ -65,3 +65,14 @@ def test_a_bad_change_says_what_is_wrong_in_one_line(ui_copy):
     at.button(key=state.TUNE_RUN).click().run()
     assert any("unknown config key" in e.value for e in at.error), [e.value for e in at.error]
     assert state.TUNE_RESULT not in at.session_state
+
+
+def test_a_scorecard_next_experiment_opens_the_tune_page_with_the_change_filled_in(ui_copy):
+    at = AppTest.from_file(str(APP), default_timeout=120)
+    at.run()
+    at.switch_page("views/scorecard.py").run()
+    at.button(key=state.SCORECARD_RECOMPUTE).click().run()
+    assert not at.exception
+    links = [e.proto for e in at.get("page_link")]
+    to_tune = [p for p in links if p.page.endswith("tune") and "cand=baseline%2B" in p.query_string]
+    assert to_tune, [(p.page, p.query_string) for p in links]

@@ -147,6 +147,15 @@ def open_chapter_button(node_id: str, key: str, label: str | None = None) -> Non
         st.switch_page("views/knowledge_base.py")
 
 
+def tune_link() -> None:
+    """The link every tuning page shows to the loop's one place."""
+    st.page_link(
+        "views/tune.py",
+        label=t("Try a change and see which queries move: the Tune page"),
+        icon=":material/tune:",
+    )
+
+
 def empty_state(message: str, page: str | None = None, label: str | None = None) -> None:
     st.info(message)
     if page:

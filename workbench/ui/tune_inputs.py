@@ -134,3 +134,23 @@ def pick_specs(ws: Workspace) -> list[str]:
             changes = {k: new for k, (_, new) in ref_cfg.diff(changes["__run__"]).items()}
         specs.append(spec_of(ref, changes))
     return specs
+
+
+# Where each kind of next step (workbench.tune.next_steps.KINDS) is run in the UI.
+STEP_PAGES = {
+    "experiment": ("views/tune.py", ":material/tune:"),
+    "sweep": ("views/compare.py", ":material/compare_arrows:"),
+    "optimize": ("views/experiments.py", ":material/science:"),
+    "grow_golden_set": ("views/golden_set.py", ":material/fact_check:"),
+}
+
+
+def next_step_link(step: Any) -> None:
+    """A next step as a link to the page that runs it: an experiment opens the Tune page with
+    the change filled in and compared (``?ref=baseline&cand=baseline+key=value``)."""
+    page, icon = STEP_PAGES.get(step.kind, ("views/experiments.py", ":material/science:"))
+    params = None
+    if step.kind == "experiment" and step.args.get("overrides"):
+        params = link_params(["baseline", spec_of("baseline", step.args["overrides"])])
+    label = step.message.render(t)
+    st.page_link(page, label=label[:1].upper() + label[1:], icon=icon, query_params=params)

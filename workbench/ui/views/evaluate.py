@@ -97,6 +97,7 @@ with ui.guarded(t("Evaluate")):
     if not runs:
         st.info(t("No run yet: press **Run evaluation** above."))
         st.stop()
+    ui.tune_link()
     names = [p.stem for p in runs]
     linked = st.query_params.get("run")  # ?run=<id>: a pasted link opens that run
     if linked in names and state.changed("run_query_param", linked):

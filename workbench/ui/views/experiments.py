@@ -66,6 +66,7 @@ with ui.guarded(t("Experiments")):
         st.code(rule.to_yaml(), language="yaml")
 
     st.subheader(t("One change"))
+    ui.tune_link()
     manual = "(choose a knob yourself)"  # the option value; its label is translated
     manual_label = t("(choose a knob yourself)")
     suggestions: dict[str, tuple[Strategy, dict[str, Any]] | None] = {manual: None}

@@ -130,6 +130,7 @@ with ui.guarded(t("Overview")):
 
     left, right = st.columns(2)
     with left:
+        ui.tune_link()
         st.subheader(t("Latest run"))
         if runs:
             rec = resources.run_record(runs[0])

@@ -9,7 +9,7 @@ from workbench.answer.llm import llm_settings
 from workbench.tune import scorecard as sc
 from workbench.tune.experiments import run_experiment
 from workbench.ui import components as ui
-from workbench.ui import resources, state, tuning_widgets
+from workbench.ui import resources, state, tune_inputs, tuning_widgets
 from workbench.ui.i18n import t
 
 st.title(t("Scorecard"))
@@ -84,6 +84,7 @@ with ui.guarded(t("Scorecard")):
             st.code(d.formula, language=None, wrap_lines=True)  # keeps its * signs
             st.json(d.evidence, expanded=False)
 
+    ui.tune_link()
     st.subheader(t("Top 3 weaknesses"))
     if not card.weaknesses:
         st.success(t("Every dimension scores 100."))
@@ -121,6 +122,8 @@ with ui.guarded(t("Scorecard")):
                     resources.clear_data()
                     state.set_experiment_result(result)
                     tuning_widgets.decision(result)
+            for step in getattr(d, "next_steps", ()):
+                tune_inputs.next_step_link(step)
             for alt in d.alternatives:
                 change = ", ".join(f"`{k}={v}`" for k, v in alt["overrides"].items())
                 if alt.get("tried"):
