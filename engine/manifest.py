@@ -22,10 +22,15 @@ from engine.errors import EngineError, IndexMissingError
 from engine.hash_tables import FileHashes, NodeHashes, read_base, with_changes
 from engine.store import Location
 from engine.types import EmbedderSignature
+from engine.yaml_safe import short
 
 MANIFEST = "manifest.json"
 SUMMARIES = "summaries.json"  # LLM chapter summaries (workbench/answer/summaries.py writes it)
 MANIFEST_FORMAT = 1
+# The manifest fields checked on read, by their annotation (the hashes are checked where
+# they are rebuilt, engine/hash_tables.py).
+_FIELD_TYPES: dict[str, type] = {"str": str, "int": int, "dict[str, Any]": dict}
+_FIELD_TYPES["dict[str, str]"] = dict
 
 
 @dataclass(frozen=True)
@@ -130,6 +135,15 @@ class Manifest:
             data["nodes"] = NodeHashes.of(data.get("nodes") or {})
             data["files"] = FileHashes.of(data.get("files") or {})
         known = {f for f in cls.__dataclass_fields__}
+        for f in fields(cls):  # a hand-edited or foreign manifest: its types, not a traceback
+            kind = _FIELD_TYPES.get(str(f.type))
+            value = data.get(f.name)
+            if (
+                kind
+                and f.name in data
+                and (not isinstance(value, kind) or (kind is int and isinstance(value, bool)))
+            ):
+                raise TypeError(f"field {f.name!r} must be {kind.__name__}, got {short(value)}")
         return cls(**{k: v for k, v in data.items() if k in known})
 
 

@@ -306,3 +306,41 @@ def test_stray_files_in_baselines_folder_are_ignored(tmp_path) -> None:
     (store.versions / "very.yaml").write_text(EngineConfig().to_yaml(), encoding="utf-8")
     assert [v["version"] for v in store.accepted_versions()] == [0]
     assert store.write_baseline(EngineConfig().with_overrides({"fusion.k": 30})) == 1
+
+
+def test_read_only_commands_never_use_a_baseline_a_crash_left_stale(ws: Path, capsys) -> None:
+    from workbench.cli import main
+
+    store = ExperimentStore(ws / "experiments" / "kb")
+    store.ensure_initial_version()
+    store.append(_result(store))  # accepted and logged; the crash hit before the baseline
+    assert store.baseline_config().fusion.k == 60
+    assert main(["experiment", "versions", "--kb", "kb"]) == 0
+    assert "re-applied baseline v1" in capsys.readouterr().err
+    assert store.baseline_config().fusion.k == 30
+    assert main(["config", "show", "--kb", "kb"]) == 0  # nothing more to do: silent
+    captured = capsys.readouterr()
+    assert "recovered" not in captured.err and "fusion" in captured.out
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("[1, 2]", "a JSON list, not an object"),
+        ('{"number": "one"}', "'number' is 'one'"),
+        ('{"decision": "accepted", "number": 1}', "needs 'number' and 'config_yaml'"),
+        ('{"baseline": 5}', "'baseline' is 5"),
+    ],
+)
+def test_a_record_of_the_wrong_shape_is_one_line_naming_file_and_line(
+    tmp_path: Path, line: str, message: str
+) -> None:
+    from engine.errors import EngineError
+
+    store = ExperimentStore(tmp_path)
+    store.records.write_text('{"number": 1, "decision": "rejected"}\n' + line + "\n")
+    with pytest.raises(EngineError) as exc:
+        store.load_records()
+    msg = str(exc.value)
+    assert f"{store.records}:2 is not an experiment record" in msg and message in msg
+    assert "\n" not in msg

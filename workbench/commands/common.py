@@ -135,12 +135,26 @@ def add_json_arg(p: argparse.ArgumentParser, help_text: str | None = _JSON_HELP)
 
 
 def workspace(args: argparse.Namespace) -> Workspace:
-    return resolve(
-        kb=args.kb,
-        index=getattr(args, "index", None),
-        config=getattr(args, "config", None),
-        dataset=getattr(args, "dataset", None),
-    )
+    """The workspace of ``args``, after finishing an accept a crash interrupted (the
+    experiment log is the source of truth: no command reads a baseline it left stale)."""
+
+    def resolved() -> Workspace:
+        return resolve(
+            kb=args.kb,
+            index=getattr(args, "index", None),
+            config=getattr(args, "config", None),
+            dataset=getattr(args, "dataset", None),
+        )
+
+    ws = resolved()
+    if (ws.experiments / "experiments.jsonl").is_file():
+        from workbench.tune.experiment_store import ExperimentStore
+
+        repaired = ExperimentStore(ws.experiments).repair()
+        if repaired:
+            info(repaired)
+            ws = resolved()
+    return ws
 
 
 def set_overrides(args: argparse.Namespace) -> dict[str, Any]:

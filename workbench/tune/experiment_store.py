@@ -26,6 +26,7 @@ from typing import Any
 from engine.atomic import atomic_append_text, atomic_write_text
 from engine.config import EngineConfig
 from engine.errors import EngineError
+from engine.yaml_safe import short
 from workbench.tune.experiment_log import (
     LOG_HEADER,
     ExperimentResult,
@@ -131,12 +132,30 @@ class ExperimentStore:
             if not line.strip():
                 continue
             try:
-                out.append(json.loads(line))
+                rec = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise EngineError(
                     f"{self.records}:{n} is not valid JSON ({exc}); fix or remove that line"
                 ) from exc
+            problem = _shape_problem(rec)
+            if problem:
+                raise EngineError(
+                    f"{self.records}:{n} is not an experiment record ({problem}); fix or "
+                    "remove that line"
+                )
+            out.append(rec)
         return out
+
+    def repair(self) -> str | None:
+        """``recover`` for commands that only read the baseline (eval, versions, ...), so they
+        never use one a crash left stale; None when nothing was needed or another writer
+        holds the lock (it recovers before its own work)."""
+        if not self.records.is_file():
+            return None
+        try:
+            return self.recover()
+        except ExperimentBusyError:
+            return None
 
     def baseline_config(self) -> EngineConfig:
         return EngineConfig.load(self.baseline) if self.baseline.is_file() else EngineConfig()
@@ -279,3 +298,25 @@ def _restored_after(records: list[dict[str, Any]], accepted: dict[str, Any]) -> 
     return any(
         r.get("decision") == "restored" and r["number"] > accepted["number"] for r in records
     )
+
+
+# The keys this module reads from a record, and their types.
+_RECORD_KEYS: dict[str, type | tuple[type, ...]] = {
+    "number": int,
+    "decision": str,
+    "config_yaml": str,
+    "baseline": dict,
+    "baseline_version": (int, type(None)),
+}
+
+
+def _shape_problem(rec: Any) -> str:
+    """Why ``rec`` is not an experiment record ("" when it is one)."""
+    if not isinstance(rec, dict):
+        return f"a JSON {type(rec).__name__}, not an object"
+    for key, kind in _RECORD_KEYS.items():
+        if key in rec and (not isinstance(rec[key], kind) or rec[key] is True or rec[key] is False):
+            return f"{key!r} is {short(rec[key], 60)}"
+    if rec.get("decision") == "accepted" and not {"number", "config_yaml"} <= rec.keys():
+        return "an accepted record needs 'number' and 'config_yaml'"
+    return ""
