@@ -68,9 +68,12 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("--folds must be at least 2")
     ws = common.workspace(args)
     cfg = common.effective_config(args, ws)
+    # Every set read and checked before the engine opens: a missing or invalid
+    # --add-dataset / --heldout file is a one-line error at once, not after a long load.
+    sets = [golden.checked(golden.load(ws.dataset))]
+    sets += [golden.checked(golden.load(Path(f))) for f in args.add_dataset]
+    held = [golden.checked(golden.load(Path(f))) for f in args.heldout]
     engine = Engine.open(ws.kb, ws.index, cfg)
-    sets = [golden.load(ws.dataset), *(golden.load(Path(f)) for f in args.add_dataset)]
-    held = [golden.load(Path(f)) for f in args.heldout]
     items = [(g.name, it) for g in sets for it in g.items]
     if sum(it.unanswerable for _, it in items) < 2:
         raise ValueError(
