@@ -37,7 +37,7 @@ def queries_and_exact(work: Path, manifest: Any, n: int) -> tuple[np.ndarray, li
     if not cache.exists():
         from engine.embedding import make_embedder
         from engine.tree import parse_kb
-        from workbench.bench import sample_queries
+        from workbench.bench.queries import sample_queries
 
         kb = parse_kb(work / "kb")
         qs = sample_queries(kb, n, seed=7)
@@ -76,7 +76,7 @@ def shaped_table(work: Path, manifest: Any, shape: str) -> tuple[Any, str]:
 
 def main() -> None:
     from engine.ann import ann_search
-    from engine.indexer import read_manifest
+    from engine.manifest import read_manifest
     from engine.store import Location, Store
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

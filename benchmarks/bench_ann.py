@@ -39,7 +39,7 @@ def load_vectors(
     An index still being built has no manifest yet: its newest chapters table is read as
     it stands (the signature then comes from ``--embedder``).
     """
-    from engine.indexer import read_manifest
+    from engine.manifest import read_manifest
     from engine.store import Location, Store, vectors_of
 
     loc = Location(index)

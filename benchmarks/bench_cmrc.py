@@ -11,7 +11,7 @@ Steps (the CLI where there is one, so the figures are what a user gets):
 4. in-process: LanceDB built-in hybrid (vector + FTS over the jieba token column,
    RRFReranker) over the same rows and queries, scored with the same metrics;
 5. fusion mixes re-scored from the evaluation cache (no model calls);
-6. ``workbench.bench.bench_rescoring``: 1,000 queries re-scored, an experiment and a
+6. ``workbench.bench.rescoring.bench_rescoring``: 1,000 queries re-scored, an experiment and a
    25-point sweep on 100 queries, all from a warm cache.
 """
 
@@ -57,7 +57,9 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     sys.path.insert(0, str(root))
 
-    from workbench.bench import LanceHybridPeer, bench_rescoring, load_avg, peak_rss_mb
+    from workbench.bench.measure import load_avg, peak_rss_mb
+    from workbench.bench.peer import LanceHybridPeer
+    from workbench.bench.rescoring import bench_rescoring
 
     work = Path(args.work)
     kb, idx, ds = work / "kb", work / "index", work / "cmrc.yaml"
@@ -90,10 +92,10 @@ def main(argv: list[str] | None = None) -> int:
 
     # In-process: engine, cached evaluator (the cache `wikirag eval` saved), peer.
     from engine.config import EngineConfig
-    from engine.indexer import read_manifest
-    from engine.lexical import tokenize
+    from engine.manifest import read_manifest
     from engine.search import Engine
     from engine.store import Location, Store, vectors_of
+    from engine.tokenizer import tokenize
     from workbench.eval import golden
     from workbench.eval import metrics as M
     from workbench.eval.evaluate import EvalCache, Evaluator, _measures, parent_function

@@ -26,12 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from engine.bm25_batch import BatchScorer
+from engine.chapters import Node
 from engine.config import EngineConfig
-from engine.indexer import lexical_text
-from engine.lexical import BM25Params, SparseBM25, title_tokens, tokenize
+from engine.lexical import BM25Params, SparseBM25, title_tokens
 from engine.pipeline import MAX_CACHED_POOL, Candidates
+from engine.rows import lexical_text
 from engine.search import Engine
-from engine.tree import Node
+from engine.tokenizer import tokenize
 from workbench.eval.evaluate import Evaluator
 from workbench.eval.golden import load as load_golden
 

@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     sys.path.insert(0, str(root))
 
-    from workbench.bench import load_avg, peak_rss_mb
+    from workbench.bench.measure import load_avg, peak_rss_mb
     from workbench.eval import golden
     from workbench.eval.engines import evaluator
     from workbench.tune.optimizer import K_FOLDS, run_study

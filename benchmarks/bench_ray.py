@@ -28,11 +28,13 @@ import numpy as np
 from engine.atomic import atomic_write_text
 from engine.config import EngineConfig, parse_override
 from engine.embedding import make_embedder
-from engine.index_caches import current_title_terms
-from engine.indexer import build_index, read_manifest, split_lexical_payload
+from engine.index_caches import current_title_terms, split_lexical_payload
+from engine.indexer import build_index
+from engine.manifest import read_manifest
 from engine.store import Location, Store, vectors_of
 from engine.tree import parse_kb
-from workbench.bench import load_avg, peak_rss_mb, synthetic_kb
+from workbench.bench.measure import load_avg, peak_rss_mb
+from workbench.bench.synthetic import synthetic_kb
 
 
 def _same_index(a: Path, b: Path) -> dict[str, Any]:

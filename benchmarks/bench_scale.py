@@ -6,7 +6,7 @@ in its own process so each memory figure is that step's own.
 
 Steps (``--steps write,build,serve``; a later run can redo only ``serve`` on a kept folder):
 
-- ``write``: ``workbench.bench.synthetic_kb`` (deterministic) writes the Markdown files;
+- ``write``: ``workbench.bench.synthetic.synthetic_kb`` (deterministic) writes the Markdown files;
 - ``build``: ``parse_kb`` + ``build_index`` with the hash embedder; peak RSS of the build
   process (``VmHWM``) and of the process tree (the row-building workers included, sampled
   every 0.5 s), time per stage;
@@ -114,7 +114,7 @@ def _config(overrides: list[str]) -> Any:
 
 
 def step_write(args: argparse.Namespace) -> dict[str, Any]:
-    from workbench.bench import synthetic_kb
+    from workbench.bench.synthetic import synthetic_kb
 
     t = time.perf_counter()
     counts = synthetic_kb(Path(args.work) / "kb", args.chapters, seed=args.seed)
@@ -180,10 +180,12 @@ def step_ann(args: argparse.Namespace) -> dict[str, Any]:
     """Lower the threshold on the built (unchanged) index: ``build_index`` adds the vector
     index as a build past the threshold would; then sweep the query-time settings."""
     from engine.ann import ann_search
-    from engine.indexer import build_index, read_manifest
+    from engine.indexer import build_index
+    from engine.manifest import read_manifest
     from engine.store import Location, Store
     from engine.tree import parse_kb
-    from workbench.bench import overlap, sample_queries, top_ids
+    from workbench.bench.measure import overlap, top_ids
+    from workbench.bench.queries import sample_queries
 
     cfg = _config([*args.set, "index.ann_min_rows=1"])
     work = Path(args.work)
@@ -265,7 +267,7 @@ def stored_unit_vectors(index_dir: Path, manifest: Any) -> tuple[np.ndarray, np.
 def step_serve(args: argparse.Namespace) -> dict[str, Any]:
     from engine.pipeline import pool_size
     from engine.search import Engine
-    from workbench.bench import sample_queries
+    from workbench.bench.queries import sample_queries
 
     cfg = _config(args.set)
     work = Path(args.work)

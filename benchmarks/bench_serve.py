@@ -163,7 +163,8 @@ def load(url: str, queries: list[str], clients: int, requests: int, top_k: int) 
 def ensure_index(args: argparse.Namespace) -> dict[str, Any] | None:
     """Build (or update) the index first, so the server starts serving; returns the report."""
     from engine.config import parse_override
-    from engine.indexer import build_index, read_manifest
+    from engine.indexer import build_index
+    from engine.manifest import read_manifest
     from engine.store import Location
     from engine.tree import parse_kb
     from workbench.workspace import resolve

@@ -7,7 +7,7 @@ Each set needs an index built with ``wikirag index`` (unstemmed; default embedde
 hybrid numbers, ``embedding.provider=hash`` when only keyword numbers matter). Per set:
 
 1. the vector candidates are computed once per query by the engine (``Engine.candidates``);
-2. the chapters' lexical text (``engine.indexer.lexical_text``, what the indexer tokenizes)
+2. the chapters' lexical text (``engine.rows.lexical_text``, what the indexer tokenizes)
    and breadcrumbs are re-tokenized with and without ``+stem`` (the unstemmed counts are
    checked equal to the index's own), and the BM25 channel is re-scored by
    ``engine.lexical.BatchScorer`` (bit-identical to the live channel);
@@ -32,17 +32,12 @@ from bench_lexical import MODES, _score, open_study
 
 from engine.bm25_batch import BatchScorer
 from engine.config import EngineConfig, parse_override
-from engine.indexer import lexical_text
-from engine.lexical import (
-    BM25Params,
-    SparseBM25,
-    stem_word,
-    title_tokens,
-    tokenize,
-)
+from engine.lexical import BM25Params, SparseBM25, title_tokens
 from engine.pipeline import MAX_CACHED_POOL, Candidates
+from engine.rows import lexical_text
+from engine.tokenizer import stem_word, tokenize
 
-# English function words missing from engine.lexical.STOP_WORDS (pronoun forms,
+# English function words missing from engine.tokenizer.STOP_WORDS (pronoun forms,
 # conjunctions, prepositions, quantifier pronouns): the "extra stop words" candidate.
 EXTRA_STOP = frozenset(
     [

@@ -6,7 +6,7 @@ Two steps, so one big build serves many timed updates (run each with ``nice -n 1
     python benchmarks/bench_update.py update --work /tmp/upd100k --runs 5 \
         --json benchmarks/results/scale_update_100k.json [--profile /tmp/upd.prof]
 
-``build`` writes the synthetic KB (workbench.bench.synthetic_kb, hash embedder), parses it
+``build`` writes the synthetic KB (workbench.bench.synthetic.synthetic_kb, hash embedder), parses it
 through a ParseCache (saved beside the index, as ``wikirag index`` keeps one) and times one
 full build. ``update`` loads that cache, then per run appends a sentence to one chapter
 file (a different file each run), re-parses (only that file is read) and times the
@@ -50,7 +50,8 @@ def build(work: Path, chapters: int) -> dict[str, Any]:
     from engine.indexer import build_index
     from engine.parse_cache import ParseCache
     from engine.tree import parse_kb
-    from workbench.bench import load_avg, peak_rss_mb, synthetic_kb
+    from workbench.bench.measure import load_avg, peak_rss_mb
+    from workbench.bench.synthetic import synthetic_kb
 
     cfg = _cfg()
     out: dict[str, Any] = {"chapters_requested": chapters, "load_avg_start": load_avg()}
@@ -80,7 +81,7 @@ def update(work: Path, runs: int, profile: str | None) -> dict[str, Any]:
     from engine.indexer import build_index
     from engine.parse_cache import ParseCache
     from engine.tree import parse_kb
-    from workbench.bench import load_avg
+    from workbench.bench.measure import load_avg
 
     cfg = _cfg()
     code = os.environ.get("PYTHONPATH", "").split(os.pathsep)[0]

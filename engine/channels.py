@@ -23,10 +23,11 @@ from engine.bm25_batch import BatchScorer
 from engine.config import SEARCH_MODES, EngineConfig, LexicalConfig
 from engine.errors import EngineError
 from engine.expansion import expand_query
-from engine.lexical import BM25Params, tokenize
+from engine.lexical import BM25Params
 from engine.pipeline import Candidates
 from engine.snapshot import IndexSnapshot
 from engine.store import FILTER_KEYS
+from engine.tokenizer import tokenize
 from engine.types import Embedder
 
 MODES = SEARCH_MODES

@@ -13,7 +13,7 @@ import math
 import types
 import typing
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
@@ -102,7 +102,7 @@ class LexicalConfig:
 
     @property
     def tokenizer_spec(self) -> str:
-        """What ``engine.lexical.tokenize`` takes: the mode, ``+stem`` when stemming."""
+        """What ``engine.tokenizer.tokenize`` takes: the mode, ``+stem`` when stemming."""
         return f"{self.tokenizer}+stem" if self.stem else self.tokenizer
 
 
@@ -471,4 +471,10 @@ def _coerce(key: str, tp: Any, value: Any, meta: Any) -> Any:
 
 
 DEFAULT = EngineConfig()
-__all__ = ["DEFAULT", "EngineConfig", "all_keys", "field_spec", "parse_override", "replace"]
+__all__ = [
+    "DEFAULT",
+    "EngineConfig",
+    "all_keys",
+    "field_spec",
+    "parse_override",
+]

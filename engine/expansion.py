@@ -20,7 +20,7 @@ from typing import cast
 import numpy as np
 
 from engine.config import ExpansionConfig
-from engine.lexical import STOP_WORDS, tokenize
+from engine.tokenizer import STOP_WORDS, tokenize
 from engine.types import Embedder
 
 DEFAULT_VOCAB_CAP = 20_000

@@ -23,7 +23,7 @@ import orjson
 import scipy.sparse as sp
 
 from engine.expansion import Vocabulary, embed_vocabulary, vocabulary_from_counts
-from engine.lexical import count_matrix, title_tokens
+from engine.lexical import title_tokens
 from engine.lexical_delta import (
     BaseStats,
     CountsDelta,
@@ -39,7 +39,12 @@ from engine.lexical_delta import (
 )
 from engine.manifest import MANIFEST, Manifest
 from engine.rows import title_terms_of
-from engine.sparse_counts import counts_payload, read_counts_payload, write_counts_payload
+from engine.sparse_counts import (
+    count_matrix,
+    counts_payload,
+    read_counts_payload,
+    write_counts_payload,
+)
 from engine.store import Location, Store, sql_str
 from engine.term_counts import LexicalCounts, aligned
 from engine.types import Embedder, ProgressFn

@@ -13,11 +13,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from engine.chapters import KnowledgeBase
 from engine.config import EngineConfig
 from engine.hash_tables import FileHashes, NodeHashes
 from engine.manifest import Manifest
 from engine.rows import TEXT_LAYOUT, node_hashes
-from engine.tree import KnowledgeBase
 
 HashPair = tuple[str, str]
 

@@ -33,6 +33,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from engine.ann import create_vector_index
+from engine.chapters import KnowledgeBase
 from engine.config import EngineConfig
 from engine.hash_tables import FileHashes, NodeHashes, base_payload
 from engine.heap import release_free_heap
@@ -66,31 +67,16 @@ from engine.table_write import ROW_BATCH as ROW_BATCH  # engine/ray_build.py rea
 from engine.table_write import write_full, write_incremental
 from engine.term_counts import LexicalCounts, patched
 from engine.term_counts import lexical_of as lexical_of
-from engine.tree import KnowledgeBase
 from engine.types import Embedder, EmbedderSignature
 from engine.types import ProgressFn as ProgressFn
 
 __all__ = [
-    "MANIFEST",
-    "ROW_BATCH",
     "IndexReport",
-    "Manifest",
-    "ProgressFn",
     "build_index",
     "commit_build",
     "drop_stale_tables",
-    "embed_text",
-    "freshness",
-    "kb_hashes",
-    "lexical_of",
-    "lexical_text",
-    "load_llm_summaries",
     "new_table_name",
     "previous_manifest",
-    "read_manifest",
-    "require_manifest",
-    "split_lexical_payload",
-    "summary_key",
 ]
 
 

@@ -26,17 +26,9 @@ from engine.sparse_counts import (
     count_matrix,
     counts_payload,
     read_counts_payload,
-    replace_rows,
 )
 from engine.tokenizer import (
-    STEM_SUFFIX,
-    STOP_WORDS,
-    TOKENIZER_MODES,
-    parse_tokenizer_spec,
-    stem_word,
     tokenize,
-    tokenizer_spec,
-    warm_up,
 )
 from engine.topn import top_n
 
@@ -334,22 +326,11 @@ def _top(
 # The tokenizer's names and the count-matrix helpers stay importable from here
 # (engine/tokenizer.py and engine/sparse_counts.py own them).
 __all__ = [
-    "STEM_SUFFIX",
-    "STOP_WORDS",
-    "TOKENIZER_MODES",
     "BM25Index",
     "BM25Params",
     "RankBM25Reference",
     "SparseBM25",
-    "aligned_counts",
-    "count_matrix",
     "field_weights",
     "make_bm25",
-    "parse_tokenizer_spec",
-    "replace_rows",
-    "stem_word",
     "title_tokens",
-    "tokenize",
-    "tokenizer_spec",
-    "warm_up",
 ]

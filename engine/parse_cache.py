@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.atomic import atomic_write_bytes
-from engine.tree import Document, parse_document, source_hash
+from engine.chapters import Document
+from engine.tree import parse_document, source_hash
 
 # 2: Node became a slots dataclass; a format-1 pickle would restore fields wrongly.
 CACHE_FORMAT = 2

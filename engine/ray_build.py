@@ -33,16 +33,18 @@ import numpy as np
 import pyarrow as pa
 import scipy.sparse as sp
 
+from engine.chapters import Document
 from engine.config import EmbeddingConfig, EngineConfig
 from engine.errors import EngineError
 from engine.rows import RowBatch, build_rows, title_terms
-from engine.tree import Document, markdown_entries, parse_document, within_boundary
+from engine.tree import markdown_entries, parse_document, within_boundary
 from engine.types import Embedder
 
 # engine.indexer and engine.store import lancedb: imported where the driver needs them, so
 # Ray workers (which import this module for its stages) do not.
 if TYPE_CHECKING:
-    from engine.indexer import IndexReport, ProgressFn
+    from engine.indexer import IndexReport
+    from engine.types import ProgressFn
 
 MISSING = (
     "--ray needs Ray and lance-ray: install the ray extra (pip install 'wikirag-workbench[ray]')"
@@ -385,8 +387,10 @@ def _run_pipeline(
     """Parse, rows, embed and write on Ray; then the driver's share of the manifest."""
     import lance_ray
 
-    from engine import indexer
+    from engine.manifest import load_llm_summaries
     from engine.store import chapter_schema
+    from engine.table_write import ROW_BATCH
+    from engine.term_counts import lexical_of
 
     ctx = ray.data.DataContext.get_current()
     # Rows in the KB's order, as a single-process build writes them.
@@ -424,7 +428,7 @@ def _run_pipeline(
                 keys.update(sk)
     summaries: dict[str, str] = {}
     if cfg.index.use_summaries:
-        loaded = indexer.load_llm_summaries(loc)
+        loaded = load_llm_summaries(loc)
         summaries = {k: loaded[k] for k in sorted(keys) if k in loaded}
 
     cpus = int(ray.cluster_resources().get("CPU", 1))
@@ -468,7 +472,7 @@ def _run_pipeline(
     def batches() -> Any:
         wanted = ["id", "content_hash", "row_hash"] + [n for n, _ in EXTRA_FIELDS]
         for b in rows.select_columns(wanted).iter_batches(
-            batch_format="pyarrow", batch_size=indexer.ROW_BATCH
+            batch_format="pyarrow", batch_size=ROW_BATCH
         ):
             hashes.update(
                 zip(
@@ -484,5 +488,5 @@ def _run_pipeline(
             yield _driver_batch(b)
 
     say(0, 1, "lexical")
-    lexical = indexer.lexical_of(batches())
+    lexical = lexical_of(batches())
     return hashes, lexical, files, summaries

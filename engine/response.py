@@ -9,11 +9,10 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-from engine.config import EXPAND_MODES
+from engine.chapters import KnowledgeBase, Node
 from engine.errors import UnknownNodeError
 from engine.pipeline import Ranked
 from engine.snapshot import IndexSnapshot
-from engine.tree import KnowledgeBase, Node
 from engine.types import SearchResult
 
 META_KEYS = (
@@ -132,7 +131,6 @@ def index_stats(snap: IndexSnapshot, fresh: bool) -> dict[str, Any]:
 
 
 __all__ = [
-    "EXPAND_MODES",
     "index_stats",
     "lookup_node",
     "node_metadata",

@@ -19,10 +19,12 @@ from typing import Any
 import pyarrow as pa
 import scipy.sparse as sp
 
+from engine.chapters import Node
 from engine.config import EngineConfig
-from engine.lexical import count_matrix, title_tokens, tokenize
+from engine.lexical import title_tokens
 from engine.passages import passage_texts
-from engine.tree import Node
+from engine.sparse_counts import count_matrix
+from engine.tokenizer import tokenize
 
 # Bump when the embedded/lexical text layout changes: every row hash changes with it.
 TEXT_LAYOUT = "v1"

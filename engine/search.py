@@ -20,41 +20,25 @@ from typing import Any, TypedDict, Unpack
 import numpy as np
 
 from engine.channels import (
-    MODES,
     Filters,
     check_query,
     elapsed_ms,
     keyword_hits,
-    normalize_filters,
-    query_tokens,
     retrieve,
 )
-from engine.config import EngineConfig
+from engine.chapters import KnowledgeBase, Node
+from engine.config import EXPAND_MODES, EngineConfig
 from engine.errors import ConfigError, EngineError, ProviderError
 from engine.heap import release_free_heap
-from engine.indexer import (
-    IndexReport,
-    ProgressFn,
-    build_index,
-    drop_stale_tables,
-    freshness,
-    read_manifest,
-)
-from engine.lexical import parse_tokenizer_spec, warm_up
+from engine.index_plan import freshness
+from engine.indexer import IndexReport, build_index, drop_stale_tables
+from engine.manifest import read_manifest
 from engine.parse_cache import ParseCache
 from engine.pipeline import Candidates, compose, pool_size
-from engine.response import (
-    EXPAND_MODES,
-    index_stats,
-    lookup_node,
-    node_metadata,
-    node_record,
-    to_result,
-)
-from engine.shared import VECTOR_BACKENDS, SharedIndex, State, rerank_key
-from engine.snapshot import IndexSnapshot, load_snapshot
-from engine.tree import KnowledgeBase, Node
-from engine.types import Embedder, Reranker, SearchResponse
+from engine.response import index_stats, lookup_node, to_result
+from engine.shared import SharedIndex, State, rerank_key
+from engine.tokenizer import parse_tokenizer_spec, warm_up
+from engine.types import Embedder, ProgressFn, Reranker, SearchResponse
 
 
 class EngineParts(TypedDict, total=False):
@@ -467,16 +451,5 @@ class Engine:
 
 
 __all__ = [
-    "EXPAND_MODES",
-    "MODES",
-    "VECTOR_BACKENDS",
     "Engine",
-    "Filters",
-    "IndexSnapshot",
-    "load_snapshot",
-    "lookup_node",
-    "node_metadata",
-    "node_record",
-    "normalize_filters",
-    "query_tokens",
 ]

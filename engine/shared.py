@@ -16,14 +16,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from engine.chapters import KnowledgeBase
 from engine.config import EngineConfig, RerankConfig
 from engine.errors import ConfigError, EngineError
 from engine.heap import release_free_heap
-from engine.indexer import freshness, require_manifest
+from engine.index_plan import freshness
+from engine.manifest import require_manifest
 from engine.parse_cache import ParseCache
 from engine.snapshot import IndexSnapshot, load_snapshot
 from engine.store import Location, Store
-from engine.tree import KnowledgeBase
 from engine.types import Embedder, Reranker
 
 VECTOR_BACKENDS = ("numpy", "lance")

@@ -30,16 +30,10 @@ import pyarrow as pa
 from engine.ann import ann_nprobes, ann_refine_candidates, ann_search
 from engine.config import LexicalConfig
 from engine.expansion import Vocabulary
-from engine.index_caches import current_counts
-from engine.indexer import Manifest, split_lexical_payload
-from engine.lexical import (
-    BM25Index,
-    RankBM25Reference,
-    SparseBM25,
-    aligned_counts,
-    title_tokens,
-    tokenize,
-)
+from engine.index_caches import current_counts, split_lexical_payload
+from engine.lexical import BM25Index, RankBM25Reference, SparseBM25, title_tokens
+from engine.manifest import Manifest
+from engine.sparse_counts import aligned_counts
 from engine.store import (
     META_COLUMNS,
     PASSAGES,
@@ -50,6 +44,7 @@ from engine.store import (
     vectors_of,
 )
 from engine.term_counts import aligned
+from engine.tokenizer import tokenize
 from engine.topn import top_n
 
 # Rows per batch when streaming the vector column (~8 MB of float32 at 256 dims).

@@ -16,14 +16,14 @@ from typing import Any
 
 import numpy as np
 
+from engine.chapters import KnowledgeBase, Node
 from engine.config import EngineConfig
 from engine.hash_tables import NodeHashes
 from engine.index_plan import UpdatePlan
-from engine.lexical import warm_up
 from engine.rows import RowBatch, build_rows, summary_key
 from engine.store import PASSAGES, Store, passages_of, sql_str, vectors_of
 from engine.term_counts import CountsBuilder, LexicalCounts
-from engine.tree import KnowledgeBase, Node
+from engine.tokenizer import warm_up
 from engine.types import Embedder, ProgressFn
 
 # Below this many nodes a full build tokenizes in this process: starting worker processes

@@ -154,7 +154,7 @@ def patched(
 
 def aligned(counts: sp.csr_matrix, terms: Sequence[str], to_terms: Sequence[str]) -> sp.csr_matrix:
     """``counts`` over ``to_terms``' columns; terms not in ``to_terms`` are dropped (as
-    ``lexical.aligned_counts`` does for the title field)."""
+    ``sparse_counts.aligned_counts`` does for the title field)."""
     wanted = set(terms)  # usually far fewer than ``to_terms``: index only those
     index = {t: i for i, t in enumerate(to_terms) if t in wanted}
     col = np.array([index.get(t, -1) for t in terms], dtype=np.int64)

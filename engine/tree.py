@@ -36,9 +36,7 @@ from engine.errors import EngineError
 from engine.front_matter import decode_markdown, normalise_text, split_front_matter
 from engine.markdown_scan import (
     SUMMARY_CHARS,
-    Heading,
     Scan,
-    document_headings,
     scan,
     slugify,
     summarise,
@@ -380,23 +378,12 @@ def parse_kb(
 __all__ = [
     "EMPTY_SLUG",
     "HASH_HEX",
-    "SUMMARY_CHARS",
-    "Document",
-    "DocumentSource",
-    "Heading",
-    "KnowledgeBase",
-    "Node",
-    "Problem",
-    "decode_markdown",
     "doc_id_for",
-    "document_headings",
     "markdown_entries",
     "markdown_files",
     "max_file_mb",
     "parse_document",
     "parse_kb",
-    "slugify",
     "source_hash",
-    "split_front_matter",
     "within_boundary",
 ]

@@ -31,8 +31,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from engine.chapters import Document, KnowledgeBase, Node, Problem
 from engine.errors import EngineError
-from engine.tree import Document, KnowledgeBase, Node, Problem
 
 SCHEMA_VERSION = "1.0"
 _FIX = "re-create it with `wikirag tree --kb DIR --out FILE`"

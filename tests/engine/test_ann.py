@@ -16,11 +16,12 @@ from tests.engine.engine_kit import HASH_CFG, write_kb
 def test_an_approximate_vector_index_serves_filters_and_updates(tmp_path: Path) -> None:
     import numpy as np
 
-    from engine.indexer import build_index, read_manifest
+    from engine.indexer import build_index
+    from engine.manifest import read_manifest
     from engine.search import Engine
     from engine.tree import parse_kb
     from tests.engine.engine_kit import HASH_CFG
-    from workbench.bench import synthetic_kb
+    from workbench.bench.synthetic import synthetic_kb
 
     synthetic_kb(tmp_path / "kb", 1500, seed=11)
     kb = parse_kb(tmp_path / "kb")
@@ -63,7 +64,8 @@ def test_below_the_ann_threshold_a_build_and_its_results_are_those_of_exact_sear
     tmp_path: Path,
 ) -> None:
     from engine.config import EngineConfig
-    from engine.indexer import build_index, read_manifest
+    from engine.indexer import build_index
+    from engine.manifest import read_manifest
     from engine.search import Engine
     from engine.tree import parse_kb
 
@@ -100,10 +102,12 @@ def test_a_config_saved_before_the_ann_threshold_keeps_exact_search() -> None:
 def test_an_update_that_takes_the_table_past_the_threshold_adds_the_vector_index(
     tmp_path: Path,
 ) -> None:
-    from engine.indexer import build_index, read_manifest
+    from engine.indexer import build_index
+    from engine.manifest import read_manifest
     from engine.search import Engine
     from engine.tree import parse_kb
-    from workbench.bench import overlap, synthetic_kb
+    from workbench.bench.measure import overlap
+    from workbench.bench.synthetic import synthetic_kb
 
     synthetic_kb(tmp_path / "kb", 600, seed=5)
     kb = parse_kb(tmp_path / "kb")
@@ -145,10 +149,11 @@ def test_an_update_that_takes_the_table_past_the_threshold_adds_the_vector_index
 def test_lowering_the_threshold_gives_an_unchanged_kb_the_vector_index_without_a_rebuild(
     tmp_path: Path,
 ) -> None:
-    from engine.indexer import build_index, read_manifest
+    from engine.indexer import build_index
+    from engine.manifest import read_manifest
     from engine.search import Engine
     from engine.tree import parse_kb
-    from workbench.bench import synthetic_kb
+    from workbench.bench.synthetic import synthetic_kb
 
     synthetic_kb(tmp_path / "kb", 600, seed=7)
     kb = parse_kb(tmp_path / "kb")
@@ -217,10 +222,11 @@ def test_the_vector_index_has_four_dims_per_sub_vector_and_a_quarter_root_of_par
 ) -> None:
     from engine.ann import ann_partitions, ann_sub_vectors
     from engine.embedding import make_embedder
-    from engine.indexer import build_index, read_manifest
+    from engine.indexer import build_index
+    from engine.manifest import read_manifest
     from engine.tree import parse_kb
     from tests.engine.engine_kit import HASH_CFG
-    from workbench.bench import synthetic_kb
+    from workbench.bench.synthetic import synthetic_kb
 
     assert ann_sub_vectors(256) == 64 and ann_sub_vectors(512) == 128
     assert ann_sub_vectors(12) == 3 and ann_sub_vectors(7) == 1  # always divides evenly

@@ -50,7 +50,8 @@ def test_finite_numbers_still_accepted() -> None:
 def test_a_config_saved_before_new_keys_existed_keeps_its_meaning():
     import yaml
 
-    from engine.config import LEGACY_VALUES, EngineConfig
+    from engine.config import EngineConfig
+    from engine.config_legacy import LEGACY_VALUES
 
     old = EngineConfig().to_dict()
     for dotted in LEGACY_VALUES:  # what a first-release baseline.yaml looked like

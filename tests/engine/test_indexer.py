@@ -6,14 +6,10 @@ from pathlib import Path
 import pytest
 
 from engine.errors import ProviderError
-from engine.indexer import (
-    MANIFEST,
-    build_index,
-    drop_stale_tables,
-    embed_text,
-    freshness,
-    read_manifest,
-)
+from engine.index_plan import freshness
+from engine.indexer import build_index, drop_stale_tables
+from engine.manifest import MANIFEST, read_manifest
+from engine.rows import embed_text
 from engine.search import Engine
 from engine.store import Location, Store
 from engine.tree import parse_kb
@@ -240,7 +236,7 @@ def test_manifest_is_valid_json_with_hash_pairs(kb_dir: Path, tmp_path: Path) ->
 
 
 def test_llm_summaries_are_embedded_when_configured(kb_dir: Path, tmp_path: Path) -> None:
-    from engine.indexer import summary_key
+    from engine.rows import summary_key
 
     idx = tmp_path / "idx"
     _build(kb_dir, idx)

@@ -12,20 +12,9 @@ from hypothesis import strategies as st
 from rank_bm25 import BM25Okapi
 
 from engine.bm25_batch import BatchScorer
-from engine.lexical import (
-    TOKENIZER_MODES,
-    BM25Params,
-    RankBM25Reference,
-    SparseBM25,
-    aligned_counts,
-    count_matrix,
-    make_bm25,
-    parse_tokenizer_spec,
-    replace_rows,
-    title_tokens,
-    tokenize,
-    tokenizer_spec,
-)
+from engine.lexical import BM25Params, RankBM25Reference, SparseBM25, make_bm25, title_tokens
+from engine.sparse_counts import aligned_counts, count_matrix, replace_rows
+from engine.tokenizer import TOKENIZER_MODES, parse_tokenizer_spec, tokenize, tokenizer_spec
 
 CORPUS = [
     "检索增强生成把检索到的章节放进提示词。",

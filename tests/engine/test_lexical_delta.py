@@ -7,6 +7,7 @@ import numpy as np
 import orjson
 import pytest
 
+from engine.chapters import KnowledgeBase
 from engine.lexical_delta import (
     CountsDelta,
     current_df,
@@ -23,7 +24,7 @@ from engine.lexical_delta import (
 )
 from engine.rows import build_rows, title_terms
 from engine.term_counts import LexicalCounts, lexical_of
-from engine.tree import KnowledgeBase, parse_kb
+from engine.tree import parse_kb
 from tests.engine.engine_kit import HASH_CFG, write_kb
 
 

@@ -15,9 +15,10 @@ import pytest
 from engine.config import EngineConfig
 from engine.embedding import HashEmbedder
 from engine.errors import EngineError
-from engine.index_caches import current_title_terms
-from engine.indexer import build_index, read_manifest, split_lexical_payload
+from engine.index_caches import current_title_terms, split_lexical_payload
+from engine.indexer import build_index
 from engine.lexical import SparseBM25
+from engine.manifest import read_manifest
 from engine.search import Engine
 from engine.store import Location, Store, vectors_of
 from engine.tree import parse_kb

@@ -92,7 +92,7 @@ def test_reranker_input_rejects_negative_chars() -> None:
 
 
 def test_reranker_input_accepts_a_real_tree_node() -> None:
-    from engine.tree import Node
+    from engine.chapters import Node
 
     node = Node(
         node_id="n1",

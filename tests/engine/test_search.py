@@ -6,12 +6,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from engine.channels import normalize_filters
 from engine.config import EngineConfig
 from engine.errors import ConfigError, EngineError, IndexMissingError, UnknownNodeError
 from engine.index_plan import freshness
-from engine.indexer import build_index, read_manifest
+from engine.indexer import build_index
+from engine.manifest import read_manifest
 from engine.pipeline import rank
-from engine.search import Engine, normalize_filters
+from engine.search import Engine
 from engine.store import Location
 from engine.tree import parse_kb
 from tests.engine.engine_kit import HASH_CFG, CountingEmbedder, FakeReranker, write_kb
@@ -125,7 +127,7 @@ def test_filters_apply_to_both_channels(engine: Engine, filters, check, mode: st
 
 
 def _meta(node) -> dict:
-    from engine.search import node_metadata
+    from engine.response import node_metadata
 
     return node_metadata(node)
 

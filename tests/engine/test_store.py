@@ -168,7 +168,8 @@ def moto_s3():
 
 
 def test_index_and_search_on_s3(moto_s3: str, tmp_path: Path) -> None:
-    from engine.indexer import build_index, read_manifest
+    from engine.indexer import build_index
+    from engine.manifest import read_manifest
     from engine.search import Engine
     from engine.tree import parse_kb
 

@@ -11,16 +11,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from engine.chapters import Document
 from engine.errors import EngineError
-from engine.tree import (
-    Document,
-    decode_markdown,
-    document_headings,
-    parse_document,
-    parse_kb,
-    slugify,
-    split_front_matter,
-)
+from engine.front_matter import decode_markdown, split_front_matter
+from engine.markdown_scan import document_headings, slugify
+from engine.tree import parse_document, parse_kb
 
 
 def body_of(doc: Document) -> str:

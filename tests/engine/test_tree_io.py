@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from engine.chapters import KnowledgeBase
 from engine.errors import EngineError
-from engine.tree import KnowledgeBase, parse_kb
+from engine.tree import parse_kb
 from engine.tree_io import export_chapter_trees, import_chapter_trees
 from workbench.cli import main
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from workbench.bench import REQUIRED_KEYS, overlap, percentiles, synthetic_kb, targets, top_ids
+from workbench.bench.measure import overlap, percentiles, top_ids
+from workbench.bench.run import REQUIRED_KEYS
+from workbench.bench.synthetic import synthetic_kb
+from workbench.bench.targets import targets
 from workbench.cli import main
 
 

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
+from engine.chapters import Node
 from engine.config import EngineConfig
 from engine.errors import UnknownNodeError
-from engine.tree import Node
 from engine.types import SearchResponse, SearchResult
 from tests.workbench.openai_server import (
     Call,

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from engine.tree import Document, KnowledgeBase, Node
+from engine.chapters import Document, KnowledgeBase, Node
 from workbench.eval import golden as g
 from workbench.eval import golden_drift
 

@@ -483,7 +483,7 @@ def test_percentile_is_numpy_linear_type_7() -> None:
 
 def test_every_latency_summary_uses_the_same_percentile() -> None:
     from workbench.answer.answer_metrics import aggregate_answer_scores
-    from workbench.bench import percentiles as bench_percentiles
+    from workbench.bench.measure import percentiles as bench_percentiles
     from workbench.eval.percentiles import latency_percentiles, percentile
 
     lat = [float(x) for x in range(1, 21)]

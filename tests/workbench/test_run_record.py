@@ -12,14 +12,8 @@ from engine.config import EngineConfig
 from tests.workbench.test_report import _run
 from workbench.cli import main
 from workbench.eval.evaluate import save_run
-from workbench.eval.run_record import (
-    SCHEMA_VERSION,
-    RunRecord,
-    RunRecordError,
-    latest_run_record,
-    load_run_record,
-    migrate,
-)
+from workbench.eval.record_schema import SCHEMA_VERSION, RunRecordError, migrate
+from workbench.eval.run_record import RunRecord, latest_run_record, load_run_record
 
 REPO = Path(__file__).resolve().parents[2]
 OLD_RUNS = sorted((REPO / "experiments" / "wiki" / "runs").glob("*.json"))

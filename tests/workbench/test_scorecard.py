@@ -1,7 +1,7 @@
 import pytest
 
+from engine.chapters import Document, KnowledgeBase, Node
 from engine.config import EngineConfig
-from engine.tree import Document, KnowledgeBase, Node
 from workbench.eval.evaluate import EvalRun, QueryResult
 from workbench.eval.golden import GoldenItem, GoldenSet
 from workbench.tune.corpus_dimensions import chunking_evidence

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from workbench.ui.snippets import escape_markdown, plain_text, snippet, snippet_markdown
+from workbench.eval.snippets import plain_text, snippet
+from workbench.ui.snippets import escape_markdown, snippet_markdown
 
 CHAPTER = """## 传输方式
 

@@ -13,9 +13,9 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from engine.chapters import Node
 from engine.cjk import cjk_count
 from engine.errors import ProviderError
-from engine.tree import Node
 from workbench.answer.chat_answer import ChatAnswer
 from workbench.eval.golden import next_id
 

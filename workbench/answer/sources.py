@@ -19,7 +19,7 @@ class Retriever(Protocol):
 
     def search(self, query: str, *, top_k: int | None = None) -> SearchResponse: ...
 
-    def chapter(self, node_id: str) -> Any: ...  # -> engine.tree.Node
+    def chapter(self, node_id: str) -> Any: ...  # -> engine.chapters.Node
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from engine.atomic import atomic_write_text
+from engine.chapters import KnowledgeBase, Node
 from engine.errors import EngineError
-from engine.tree import KnowledgeBase, Node
 from workbench.answer.llm import NO_LLM_HINT, LLMClient
 
 CACHE_VERSION = 1

@@ -7,7 +7,7 @@ import re
 from collections.abc import Sequence
 
 from engine.cjk import has_cjk
-from engine.lexical import tokenize
+from engine.tokenizer import tokenize
 
 _STOP_WORDS = """
     的 了 是 在 和 与 及 或 吗 呢 吧 啊 呀 么 着 过 也 都 就 还 又 把 被 让 给 对 从 向 于 为 以

@@ -25,29 +25,3 @@ JSON keys it writes), ``measure`` (RSS, load, percentiles, top-n overlap), ``syn
 fresh serving process), ``targets`` (the issue targets) and ``rescoring`` (``--rescore``).
 Benchmarks that are not a user command live in ``benchmarks/``.
 """
-
-from workbench.bench.measure import load_avg, overlap, peak_rss_mb, percentiles, top_ids
-from workbench.bench.peer import LanceHybridPeer
-from workbench.bench.queries import load_queries, sample_queries
-from workbench.bench.rescoring import bench_rescoring
-from workbench.bench.run import MODES, REQUIRED_KEYS, run_bench
-from workbench.bench.synthetic import copy_kb, synthetic_kb
-from workbench.bench.targets import targets
-
-__all__ = [
-    "MODES",
-    "REQUIRED_KEYS",
-    "LanceHybridPeer",
-    "bench_rescoring",
-    "copy_kb",
-    "load_avg",
-    "load_queries",
-    "overlap",
-    "peak_rss_mb",
-    "percentiles",
-    "run_bench",
-    "sample_queries",
-    "synthetic_kb",
-    "targets",
-    "top_ids",
-]

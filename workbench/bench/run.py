@@ -130,11 +130,13 @@ def run_bench(
     """Run the whole benchmark (see the module docstring); returns the JSON-able result."""
     from engine.embedding import make_embedder
     from engine.expansion import embed_vocabulary
-    from engine.indexer import build_index, embed_text, read_manifest
-    from engine.lexical import tokenize
+    from engine.indexer import build_index
+    from engine.manifest import read_manifest
     from engine.parse_cache import ParseCache
+    from engine.rows import embed_text
     from engine.search import Engine
     from engine.store import PASSAGES, Location, Store, passages_of, vectors_of
+    from engine.tokenizer import tokenize
     from engine.tree import parse_kb
 
     if (kb is None) == (synthetic is None):

@@ -64,7 +64,7 @@ def _run(args: argparse.Namespace) -> int:
     os.environ.setdefault("LANCEDB_LOG", "error")
     from engine.config import EngineConfig
     from engine.errors import EngineError
-    from workbench.bench import run_bench
+    from workbench.bench.run import run_bench
 
     if args.kb is None and args.synthetic is None:
         args.kb = "wiki"

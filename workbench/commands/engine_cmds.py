@@ -226,7 +226,7 @@ def _clip(text: str, n: int) -> str:
 
 
 def _chapter(args: argparse.Namespace) -> int:
-    from engine.search import lookup_node, node_metadata, node_record
+    from engine.response import lookup_node, node_metadata, node_record
     from engine.tree import parse_kb
 
     ws = common.workspace(args)

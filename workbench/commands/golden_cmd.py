@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from engine.chapters import KnowledgeBase
 from engine.errors import EngineError
-from engine.tree import KnowledgeBase, parse_kb
+from engine.tree import parse_kb
 from workbench.commands.common import add_kb_args, info, print_json, workspace
 from workbench.eval import golden, golden_drift, query_log
 from workbench.eval.health import format_health

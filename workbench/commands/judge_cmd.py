@@ -6,8 +6,9 @@ import argparse
 import sys
 from collections.abc import Callable
 
+from engine.chapters import KnowledgeBase
 from engine.errors import EngineError
-from engine.tree import KnowledgeBase, parse_kb
+from engine.tree import parse_kb
 from workbench.commands.common import add_kb_args, info, print_json, workspace
 from workbench.eval import golden
 from workbench.eval import judgments as J
@@ -142,7 +143,8 @@ def walk(
     read_key: Callable[[str], str],
 ) -> int:
     """Prompt for each entry, saving each answer at once (quitting loses nothing)."""
-    from workbench.ui.snippets import snippet, snippet_markdown  # Streamlit-free
+    from workbench.eval.snippets import snippet
+    from workbench.ui.snippets import snippet_markdown
 
     done = 0
     for n, e in enumerate(entries, 1):

@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 from engine.atomic import atomic_write_text
-from engine.tree import KnowledgeBase, Node, parse_kb
+from engine.chapters import KnowledgeBase, Node
+from engine.tree import parse_kb
 from engine.tree_io import export_chapter_trees, import_chapter_trees
 from workbench.commands.common import add_json_arg, add_kb_arg, info, print_json
 

@@ -148,7 +148,8 @@ def forget_engines() -> None:
 def _ensure_side_index(
     ws: Workspace, cfg: EngineConfig, location: str, progress: ProgressFn | None
 ) -> None:
-    from engine.indexer import build_index, read_manifest
+    from engine.indexer import build_index
+    from engine.manifest import read_manifest
     from engine.store import Location
     from engine.tree import parse_kb
 

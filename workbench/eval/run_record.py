@@ -433,15 +433,12 @@ def latest_run_record(runs_dir: str | Path) -> RunRecord | None:
 
 
 __all__ = [
-    "SCHEMA_VERSION",
     "Attribution",
     "DatasetRef",
     "ModeSummary",
     "QueryRecord",
     "RankedEntry",
     "RunRecord",
-    "RunRecordError",
     "latest_run_record",
     "load_run_record",
-    "migrate",
 ]

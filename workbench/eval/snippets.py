@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 
 from engine.cjk import has_cjk
-from engine.lexical import tokenize
+from engine.tokenizer import tokenize
 
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s.*$", re.MULTILINE)
 _FENCE = re.compile(r"^\s*(```|~~~).*$", re.MULTILINE)

@@ -43,7 +43,11 @@ from workbench.serve.routes import (
 from workbench.serve.served import RebuildJobs, ServedEngine, _log
 from workbench.workspace import Workspace
 
-__all__ = ["ADMIN_TOKEN_ENV", "CONFIG_HASH_HEADER", "create_app", "is_loopback", "run_server"]
+__all__ = [
+    "create_app",
+    "is_loopback",
+    "run_server",
+]
 
 
 class _ConfigHashHeader:

@@ -123,7 +123,8 @@ class ServedEngine:
 
     def health(self) -> dict[str, Any]:
         """Status, with a reason (and what to do) for everything that is not right."""
-        from engine.indexer import freshness, read_manifest
+        from engine.index_plan import freshness
+        from engine.manifest import read_manifest
         from engine.store import Location
 
         reasons: list[str] = []
@@ -296,7 +297,7 @@ def node_brief(node: Any) -> dict[str, Any]:
 
 def chapter_payload(engine: Any, node_id: str, *, children: bool = True) -> dict[str, Any]:
     """One chapter with its metadata (and children); UnknownNodeError names close ids."""
-    from engine.search import node_metadata
+    from engine.response import node_metadata
 
     node = engine.chapter(node_id)
     return {

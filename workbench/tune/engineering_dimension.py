@@ -12,7 +12,7 @@ from workbench.tune.dimension import NAMES, WEIGHTS, Dimension
 def engineering_evidence(engine_stats: Mapping[str, Any]) -> dict[str, Any]:
     """Freshness and embedder-signature match from ``engine.stats()``.
 
-    Reads ``freshness`` (engine.indexer.freshness: new/changed/deleted/fresh; or a
+    Reads ``freshness`` (engine.index_plan.freshness: new/changed/deleted/fresh; or a
     top-level ``fresh``), the indexed row count (``index.rows``, else ``rows``/``nodes``)
     and ``signature_match`` (True/False; absent = not reported).
     """

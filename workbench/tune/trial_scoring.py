@@ -21,10 +21,10 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
+from engine.channels import query_tokens
 from engine.config import EngineConfig
 from engine.errors import EngineError
 from engine.pipeline import MAX_CACHED_POOL, Candidates, fuse, pool_size
-from engine.search import query_tokens
 from workbench.eval import metrics as M
 from workbench.eval.evaluate import EVAL_DEPTH, Evaluator
 from workbench.eval.golden import GoldenItem

@@ -16,11 +16,12 @@ import streamlit as st
 from engine.config import EngineConfig
 from workbench.eval import judgments as J
 from workbench.eval.golden import GoldenSet
+from workbench.eval.snippets import snippet
 from workbench.eval.unjudged import UNJUDGED_K, WARN_SHARE, rating_queue, rescored, unjudged_share
 from workbench.ui import components as ui
 from workbench.ui import resources, state
 from workbench.ui.i18n import t
-from workbench.ui.snippets import escape_markdown, snippet, snippet_markdown
+from workbench.ui.snippets import escape_markdown, snippet_markdown
 from workbench.workspace import Workspace
 
 PAGE = "views/golden_set.py"

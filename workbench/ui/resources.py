@@ -16,8 +16,9 @@ from typing import Any
 
 import streamlit as st
 
+from engine.chapters import KnowledgeBase
 from engine.config import EngineConfig
-from engine.tree import KnowledgeBase, markdown_files, parse_kb
+from engine.tree import markdown_files, parse_kb
 from workbench.eval import golden, judgments
 from workbench.eval.engines import EngineCache
 from workbench.eval.evaluate import Evaluator, list_runs
@@ -127,7 +128,8 @@ def forget_engines() -> None:
 def _index_status(
     index: str, manifest_mtime: float, kb_key: str, cfg_yaml: str, _kb: KnowledgeBase
 ) -> dict[str, Any]:
-    from engine.indexer import MANIFEST, freshness, read_manifest
+    from engine.index_plan import freshness
+    from engine.manifest import MANIFEST, read_manifest
     from engine.store import Location
 
     loc = Location(index)

@@ -4,7 +4,7 @@ Markdown with the query's terms marked (wiki text is untrusted)."""
 from __future__ import annotations
 
 from workbench.answer.safe_markdown import escape_text
-from workbench.eval.snippets import Snippet, plain_text, query_terms, snippet
+from workbench.eval.snippets import Snippet
 
 # Characters Markdown (and Streamlit's :color[...] directives) give meaning to, escaped: one
 # rule for snippets, labels and titles (bare URLs become code, which GFM does not link).
@@ -20,4 +20,7 @@ def snippet_markdown(s: Snippet, mark: str = "**") -> str:
     return ("… " if s.clipped_left else "") + body + (" …" if s.clipped_right else "")
 
 
-__all__ = ["Snippet", "escape_markdown", "plain_text", "query_terms", "snippet", "snippet_markdown"]
+__all__ = [
+    "escape_markdown",
+    "snippet_markdown",
+]

@@ -11,10 +11,11 @@ from workbench.answer.drafting import draft_queries
 from workbench.answer.safe_markdown import code_span
 from workbench.eval import golden, golden_drift
 from workbench.eval.pooling import pool_candidates
+from workbench.eval.snippets import plain_text
 from workbench.ui import components as ui
 from workbench.ui import golden_table, health_panel, rating_panel, resources, state
 from workbench.ui.i18n import t
-from workbench.ui.snippets import escape_markdown, plain_text
+from workbench.ui.snippets import escape_markdown
 
 st.title(t("Golden set"))
 if msg := state.flash():

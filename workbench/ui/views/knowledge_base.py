@@ -7,10 +7,11 @@ import streamlit as st
 
 from engine.config import field_spec
 from workbench.answer.safe_markdown import code_span, escape_text, safe_markdown
+from workbench.eval.snippets import plain_text, snippet
 from workbench.ui import components as ui
 from workbench.ui import resources, state
 from workbench.ui.i18n import t
-from workbench.ui.snippets import escape_markdown, plain_text, snippet, snippet_markdown
+from workbench.ui.snippets import escape_markdown, snippet_markdown
 
 st.title(t("Knowledge base"))
 
