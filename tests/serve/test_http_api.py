@@ -422,3 +422,55 @@ def test_health_says_the_kb_folder_is_missing_with_a_200(tmp_path):
         assert h["status"] == "degraded" and h["serving"] is True
         assert any("knowledge base folder" in x and "is missing" in x for x in h["reasons"])
         assert c.post("/search", json={"query": "RRF"}).status_code == 200  # still serving
+
+
+def test_a_server_follows_an_index_rebuilt_by_the_cli_without_dropping_requests(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    kb = make_kb(tmp_path)
+    marker = "okapifollowmarker"
+    app = create_app(kb.ws, kb.cfg, llm=None, admin_token=TOKEN)
+    with live_server(app) as url, httpx.Client(base_url=url, timeout=60) as c:
+        before = c.post("/search", json={"query": marker, "search_mode": "keyword"}).json()
+        assert marker not in str(before["results"])
+        path: Path = kb.ws.kb / "retrieval/hybrid-search.md"
+        path.write_text(
+            path.read_text(encoding="utf-8") + f"\n\n## 新的一节\n\n{marker} 是新加的一句。\n",
+            encoding="utf-8",
+        )
+        stop = threading.Event()
+        failures: list[str] = []
+
+        def searcher() -> None:
+            with httpx.Client(base_url=url, timeout=60) as s:
+                while not stop.is_set():
+                    r = s.post("/search", json={"query": "混合检索 RRF", "top_k": 5})
+                    if r.status_code != 200 or not r.json()["results"]:
+                        failures.append(f"{r.status_code} {r.text[:200]}")
+                    time.sleep(0.05)
+
+        t = threading.Thread(target=searcher)
+        t.start()
+        try:
+            # Another process rebuilds the index, as `wikirag index` from a shell would.
+            cli = [sys.executable, "-m", "workbench.cli", "index", "--kb", str(kb.ws.kb)]
+            cli += ["--index", str(kb.ws.index), "--config", str(kb.config_file)]
+            done = subprocess.run(cli, capture_output=True, text=True, env=dict(os.environ))
+            assert done.returncode == 0, done.stderr
+            deadline = time.monotonic() + 30
+            hits: list[dict] = []
+            while time.monotonic() < deadline:
+                hits = c.post(
+                    "/search", json={"query": marker, "search_mode": "keyword", "top_k": 1}
+                ).json()["results"]
+                if hits and marker in hits[0]["content"]:
+                    break
+                time.sleep(0.2)
+        finally:
+            stop.set()
+            t.join(30)
+        assert hits and marker in hits[0]["content"], "the server never switched"
+        assert failures == []
+        assert c.get("/health").json()["status"] == "ok"

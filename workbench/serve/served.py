@@ -17,9 +17,13 @@ from typing import Any
 
 from engine.config import EngineConfig
 from engine.errors import EngineError, IndexMissingError
+from engine.manifest import MANIFEST
 from workbench.workspace import Workspace
 
 REOPEN_EVERY_S = 2.0  # how often a server without an engine retries opening the index
+# How often a serving engine looks (one stat of manifest.json) for an index rebuilt by another
+# process, e.g. `wikirag index` from the CLI; the switch itself runs beside the requests.
+FOLLOW_EVERY_S = 1.0
 KEEP_JOBS = 50
 
 
@@ -70,6 +74,9 @@ class ServedEngine:
         self._error: EngineError | None = None
         self._tried_at = 0.0
         self._health_cache: tuple[str, str, dict[str, Any]] | None = None
+        self._manifest_stat = self._stat_manifest()
+        self._checked_at = time.monotonic()
+        self._switching: threading.Thread | None = None
         if engine is None:
             self._open()
 
@@ -93,6 +100,7 @@ class ServedEngine:
     def get(self) -> Any:
         eng = self._engine
         if eng is not None:
+            self._follow(eng)
             return eng
         with self._lock:
             if self._engine is None and time.monotonic() - self._tried_at >= REOPEN_EVERY_S:
@@ -101,6 +109,54 @@ class ServedEngine:
                 return self._engine
             err = self._error or IndexMissingError("no index loaded")
         raise type(err)(f"{err} ({self.missing_hint})" if self.missing_hint else str(err))
+
+    def _stat_manifest(self) -> tuple[int, int] | None:
+        """(mtime_ns, size) of the index's manifest.json; None when absent or not local."""
+        try:
+            st = os.stat(Path(str(self.ws.index)) / MANIFEST)
+        except (OSError, ValueError):
+            return None
+        return (st.st_mtime_ns, st.st_size)
+
+    def _follow(self, eng: Any) -> None:
+        """Switch to an index another process rebuilt, without holding up this request.
+
+        Requests keep the snapshot they have until the new one is loaded (``Engine.refresh``
+        swaps it under its own lock), so nothing is dropped while it loads; until then
+        ``health()`` says the index on disk is newer.
+        """
+        now = time.monotonic()
+        if now - self._checked_at < FOLLOW_EVERY_S:
+            return
+        with self._lock:
+            if now - self._checked_at < FOLLOW_EVERY_S:
+                return
+            self._checked_at = now
+            stat = self._stat_manifest()
+            busy = self._switching is not None and self._switching.is_alive()
+            if stat == self._manifest_stat or stat is None or busy:
+                return
+            self._switching = threading.Thread(
+                target=self._switch, args=(eng, stat), name="wikirag-follow-index", daemon=True
+            )
+            self._switching.start()
+
+    def _switch(self, eng: Any, stat: tuple[int, int]) -> None:
+        try:
+            if eng.refresh():
+                self._health_cache = None
+                _log("switched to the index rebuilt on disk")
+            self._manifest_stat = stat
+        except EngineError as exc:  # e.g. a half-written index: try again at the next look
+            _log(f"could not switch to the rebuilt index yet: {exc}")
+        except Exception as exc:  # a background switch must never kill serving
+            _log(f"could not switch to the rebuilt index: {type(exc).__name__}: {exc}")
+
+    def wait_switched(self, timeout: float | None = None) -> None:
+        """Wait for a switch in progress (tests, shutdown)."""
+        t = self._switching
+        if t is not None:
+            t.join(timeout)
 
     @property
     def loaded(self) -> bool:
