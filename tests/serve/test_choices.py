@@ -111,7 +111,7 @@ def test_every_answer_surface_offers_the_answer_loops_modes(tmp_path: Path) -> N
 
 def test_answer_rejects_a_mode_the_surfaces_do_not_offer() -> None:
     with pytest.raises(ValueError, match="loop, tools"):
-        answer("q", retriever=None, cfg=EngineConfig(), mode="agent")  # type: ignore[arg-type]
+        answer("q", retriever=None, mode="agent")  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("command", ["eval", "search"])

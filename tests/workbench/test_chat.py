@@ -204,7 +204,7 @@ def test_rule_thresholds():
 
 def test_extractive_without_llm_cites_valid_sources():
     streamed: list[str] = []
-    ans = answer(Q_CHUNK, OverlapRetriever(), CFG, llm=None, top_k=3, stream_cb=streamed.append)
+    ans = answer(Q_CHUNK, OverlapRetriever(), llm=None, top_k=3, stream_cb=streamed.append)
     assert ans.mode == "extractive" and not ans.refusal
     assert ans.notice == (
         "No LLM configured (set OPENAI_BASE_URL and WIKIRAG_LLM_MODEL): "
@@ -240,7 +240,7 @@ def test_extractive_picks_highest_overlap_sentences():
 
 
 def test_refusal_on_unanswerable_question_names_what_kb_covers():
-    ans = answer(Q_NONE, OverlapRetriever(), CFG, llm=None, top_k=3)
+    ans = answer(Q_NONE, OverlapRetriever(), llm=None, top_k=3)
     assert ans.refusal and ans.citations == []
     # the retrieved chapters share no term with the question: none is named as "close"
     assert ans.answer == "知识库中没有找到与这个问题相关的内容。"
@@ -256,7 +256,7 @@ def test_refusal_on_unanswerable_question_names_what_kb_covers():
 
 
 def test_refusal_in_english():
-    ans = answer("Where is the company party held?", OverlapRetriever(), CFG, llm=None, top_k=2)
+    ans = answer("Where is the company party held?", OverlapRetriever(), llm=None, top_k=2)
     assert ans.refusal
     assert ans.answer == "The knowledge base has nothing on this question."
 
@@ -266,7 +266,7 @@ def test_rule_rewrite_is_prepended_to_the_original_question():
     assert key_terms(q) == ["bm25", "saturation", "fusion", "weights"]
     # Round 1: BM25 chapter has 2 of 4 terms (grey); rounds 2-3 find nothing useful.
     retr = ScriptedRetriever([[2, 4], [3], [3]])
-    ans = answer(q, retr, CFG, llm=None, top_k=2)
+    ans = answer(q, retr, llm=None, top_k=2)
     first_rewrite = rule_rewrite(q, [_src(2), _src(4)])
     # The title "BM25" repeats the term "bm25" (case-insensitively) and is dropped.
     assert first_rewrite == "bm25 saturation fusion weights Tool allowlist"
@@ -288,7 +288,7 @@ def test_best_round_is_used_not_a_union():
     # round 1: only the tool chapter (0/4, insufficient); round 2: BM25 (2/4, grey);
     # round 3: RRF + tool chapter (1/4, insufficient). Round 2 must win, alone.
     retr = ScriptedRetriever([[4], [2], [3, 4]])
-    ans = answer(q, retr, CFG, llm=None, top_k=3)
+    ans = answer(q, retr, llm=None, top_k=3)
     assert not ans.refusal
     assert [r["node_id"] for r in ans.retrieved] == ["retrieval/bm25#bm25"]
     assert {c["node_id"] for c in ans.citations} == {"retrieval/bm25#bm25"}
@@ -298,7 +298,7 @@ def test_best_round_is_used_not_a_union():
 
 def test_clear_evidence_stops_after_one_round():
     retr = OverlapRetriever()
-    answer(Q_CHUNK, retr, CFG, llm=None, top_k=3)
+    answer(Q_CHUNK, retr, llm=None, top_k=3)
     assert retr.queries == [Q_CHUNK]
 
 
@@ -306,8 +306,8 @@ def test_followup_prefixes_previous_key_terms():
     assert is_followup("那它的缺点呢？") and is_followup("And what about b?")
     assert not is_followup(Q_CHUNK)
     retr = OverlapRetriever()
-    first = answer("BM25 的 k1 参数是什么？", retr, CFG, llm=None, top_k=3)
-    follow = answer("那它的缺点呢？", retr, CFG, history=[first], llm=None, top_k=3)
+    first = answer("BM25 的 k1 参数是什么？", retr, llm=None, top_k=3)
+    follow = answer("那它的缺点呢？", retr, history=[first], llm=None, top_k=3)
     assert first.rounds == 1
     assert retr.queries[1] == "bm25 k1 参数 那它的缺点呢？"
     assert follow.query.startswith("bm25 k1 参数 ")
@@ -343,7 +343,7 @@ def respond_answer(text: str):
 
 def test_llm_answer_with_valid_citations():
     with ChatServer(respond_answer("按标题切分是最常用的策略 [1]，固定长度更简单 [2]。")) as srv:
-        ans = answer(Q_CHUNK, OverlapRetriever(), CFG, llm=llm_for(srv), top_k=3)
+        ans = answer(Q_CHUNK, OverlapRetriever(), llm=llm_for(srv), top_k=3)
         assert srv.tasks() == ["answer"]  # clear evidence: no LLM judge, no rewrite
         user = srv.payloads[0]["messages"][-1]["content"]
     assert ans.mode == "llm" and ans.notice is None and not ans.refusal
@@ -365,7 +365,7 @@ def test_bogus_citation_is_removed_and_traced():
     raw = "按标题切分最常用 [1]。另见 [7]。"
     with ChatServer(respond_answer(raw)) as srv:
         ans = answer(
-            Q_CHUNK, OverlapRetriever(), CFG, llm=llm_for(srv), top_k=3, stream_cb=deltas.append
+            Q_CHUNK, OverlapRetriever(), llm=llm_for(srv), top_k=3, stream_cb=deltas.append
         )
     assert "".join(deltas) == raw  # streamed raw, then checked
     assert ans.answer == "按标题切分最常用 [1]。另见。"
@@ -375,7 +375,7 @@ def test_bogus_citation_is_removed_and_traced():
 
 def test_model_says_not_in_kb_becomes_refusal():
     with ChatServer(respond_answer("NOT_IN_KB")) as srv:
-        ans = answer(Q_CHUNK, OverlapRetriever(), CFG, llm=llm_for(srv), top_k=3)
+        ans = answer(Q_CHUNK, OverlapRetriever(), llm=llm_for(srv), top_k=3)
     assert ans.refusal and ans.citations == [] and ans.mode == "llm"
     assert "它涵盖的相关章节有" in ans.answer
 
@@ -391,7 +391,7 @@ def test_model_says_not_in_kb_becomes_refusal():
 )
 def test_llm_failure_falls_back_to_extractive(step, reason):
     with ChatServer([step]) as srv:
-        ans = answer(Q_CHUNK, OverlapRetriever(), CFG, llm=llm_for(srv, timeout_s=0.3), top_k=3)
+        ans = answer(Q_CHUNK, OverlapRetriever(), llm=llm_for(srv, timeout_s=0.3), top_k=3)
     assert ans.mode == "extractive" and not ans.refusal
     assert ans.notice == f"LLM endpoint failed ({reason}): extractive answer instead"
     assert ans.citations and "[1]" in ans.answer
@@ -405,7 +405,7 @@ def test_grey_zone_asks_the_llm_judge_only_there():
     with ChatServer(
         lambda p: Say("YES") if task_of(p) == "judge" else Say("k1 controls saturation [1].")
     ) as srv:
-        ans = answer(q, ScriptedRetriever([[2, 4]]), CFG, llm=llm_for(srv), top_k=2)
+        ans = answer(q, ScriptedRetriever([[2, 4]]), llm=llm_for(srv), top_k=2)
         assert srv.tasks() == ["judge", "answer"]
     assert ans.rounds == 1 and not ans.refusal
     assert "rule: coverage 0.50 -> grey; LLM said 'YES' -> enough" in steps(ans, "judge")
@@ -416,7 +416,7 @@ def test_llm_judge_no_and_llm_rewrite_prepended():
     replies = {"judge": Say("NO"), "rewrite": Say('"bm25 k1 saturation"')}
     with ChatServer(lambda p: replies.get(task_of(p), Say("unused"))) as srv:
         retr = ScriptedRetriever([[2, 4]])
-        ans = answer(q, retr, CFG, llm=llm_for(srv), top_k=2)
+        ans = answer(q, retr, llm=llm_for(srv), top_k=2)
         assert srv.tasks() == ["judge", "rewrite", "judge", "rewrite"]
     # The second rewrite repeats the first, so no third round is run.
     assert retr.queries == [q, f"bm25 k1 saturation {q}"]
@@ -428,7 +428,7 @@ def test_llm_judge_no_and_llm_rewrite_prepended():
 def test_key_never_leaks_into_trace_or_exports():
     with ChatServer([Fail(500)]) as srv:
         llm = llm_for(srv)
-        ans = answer(Q_CHUNK, OverlapRetriever(), CFG, llm=llm, top_k=3)
+        ans = answer(Q_CHUNK, OverlapRetriever(), llm=llm, top_k=3)
     assert KEY not in repr(llm) and KEY not in repr(llm.settings)
     assert_key_absent(ans)
     assert KEY not in json.dumps(ans.trace, ensure_ascii=False)
@@ -458,9 +458,7 @@ def test_tools_mode_citations_refer_to_tool_results():
             Say("k1 controls saturation [1]; RRF flattens ranks [3]; see [9]."),
         )
     ) as srv:
-        ans = answer(
-            "What does k1 do in BM25?", OverlapRetriever(), CFG, llm=llm_for(srv), mode="tools"
-        )
+        ans = answer("What does k1 do in BM25?", OverlapRetriever(), llm=llm_for(srv), mode="tools")
         assert srv.tasks() == ["tools", "tools", "tools"]
         assert srv.payloads[0]["tools"][0]["function"]["name"] == "knowledge_search"
         first = tool_results(srv, 1)[0]
@@ -489,9 +487,7 @@ def test_tools_mode_bad_json_and_unknown_tool_are_told_to_the_model():
             Say("BM25 uses k1 for saturation [1]."),
         )
     ) as srv:
-        ans = answer(
-            "What does k1 do in BM25?", OverlapRetriever(), CFG, llm=llm_for(srv), mode="tools"
-        )
+        ans = answer("What does k1 do in BM25?", OverlapRetriever(), llm=llm_for(srv), mode="tools")
         errors = [tool_results(srv, i)[-1] for i in range(1, 5)]
     assert errors[0].startswith("error: arguments are not valid JSON (Unterminated string")
     assert (
@@ -507,7 +503,7 @@ def test_tools_mode_bad_json_and_unknown_tool_are_told_to_the_model():
 def test_tools_mode_repeated_failing_call_is_stopped():
     broken = call_tool("knowledge_search", '{"query": ')
     with ChatServer(tools_script(broken, broken, broken, broken)) as srv:
-        ans = answer(Q_CHUNK, OverlapRetriever(), CFG, llm=llm_for(srv), mode="tools", top_k=3)
+        ans = answer(Q_CHUNK, OverlapRetriever(), llm=llm_for(srv), mode="tools", top_k=3)
         assert srv.tasks() == ["tools", "tools", "answer"]
     assert ans.notice == (
         "Tool calling stopped (the model repeated the failing call knowledge_search): "
@@ -522,7 +518,7 @@ def test_tools_mode_repeated_failing_call_is_stopped():
 def test_tools_mode_turn_limit():
     search = call_tool("knowledge_search", {"query": "切块"})
     with ChatServer(tools_script(*[search] * 10)) as srv:
-        ans = answer(Q_CHUNK, OverlapRetriever(), CFG, llm=llm_for(srv), mode="tools", max_turns=3)
+        ans = answer(Q_CHUNK, OverlapRetriever(), llm=llm_for(srv), mode="tools", max_turns=3)
         assert srv.tasks() == ["tools"] * 3 + ["answer"]
     assert ans.notice is not None and ans.notice.startswith(
         "Tool calling stopped (turn limit (3) reached)"
@@ -536,7 +532,6 @@ def test_tools_mode_streams_tool_calls_and_answer():
         ans = answer(
             Q_CHUNK,
             OverlapRetriever(),
-            CFG,
             llm=llm_for(srv),
             mode="tools",
             stream_cb=deltas.append,
@@ -548,35 +543,35 @@ def test_tools_mode_streams_tool_calls_and_answer():
 
 def test_tools_mode_answer_without_evidence_is_refused():
     with ChatServer(tools_script(Say("The party is in Paris."))) as srv:
-        ans = answer(Q_NONE, OverlapRetriever(), CFG, llm=llm_for(srv), mode="tools", top_k=2)
+        ans = answer(Q_NONE, OverlapRetriever(), llm=llm_for(srv), mode="tools", top_k=2)
     assert ans.refusal and ans.citations == []
     assert len(ans.retrieved) == 2  # a search on the question shows what the KB covers
 
 
 def test_tools_mode_llm_failure_falls_back():
     with ChatServer([Fail(502)]) as srv:
-        ans = answer(Q_CHUNK, OverlapRetriever(), CFG, llm=llm_for(srv), mode="tools", top_k=3)
+        ans = answer(Q_CHUNK, OverlapRetriever(), llm=llm_for(srv), mode="tools", top_k=3)
     assert ans.mode == "extractive"
     assert ans.notice == "LLM endpoint failed (HTTP 502): extractive answer instead"
     assert_citations_valid(ans)
 
 
 def test_tools_mode_without_llm_is_the_extractive_loop():
-    ans = answer(Q_CHUNK, OverlapRetriever(), CFG, llm=None, mode="tools", top_k=3)
+    ans = answer(Q_CHUNK, OverlapRetriever(), llm=None, mode="tools", top_k=3)
     assert ans.mode == "extractive" and ans.citations
 
 
 def test_bad_arguments_are_rejected():
     with pytest.raises(ValueError, match="mode"):
-        answer(Q_CHUNK, OverlapRetriever(), CFG, mode="magic")
+        answer(Q_CHUNK, OverlapRetriever(), mode="magic")
     with pytest.raises(ValueError, match="top_k"):
-        answer(Q_CHUNK, OverlapRetriever(), CFG, top_k=0)
+        answer(Q_CHUNK, OverlapRetriever(), top_k=0)
     with pytest.raises(ValueError, match="empty"):
-        answer("  ", OverlapRetriever(), CFG)
+        answer("  ", OverlapRetriever())
 
 
 def test_draft_golden_item_from_citations():
-    ans = answer(Q_CHUNK, OverlapRetriever(), CFG, llm=None, top_k=3)
+    ans = answer(Q_CHUNK, OverlapRetriever(), llm=None, top_k=3)
     item = draft_golden_item(
         Q_CHUNK, ans, existing_ids=["q001", "q009", "q010", "custom"], today=date(2025, 3, 4)
     )
@@ -708,13 +703,13 @@ def real_engine(tmp_path_factory):
 
 
 def test_real_engine_extractive_and_refusal(real_engine):
-    engine, cfg = real_engine
-    ans = answer("按标题切块是怎么做的？", engine, cfg, llm=None, top_k=3)
+    engine, _cfg = real_engine
+    ans = answer("按标题切块是怎么做的？", engine, llm=None, top_k=3)
     assert not ans.refusal and ans.mode == "extractive"
     assert ans.citations[0]["node_id"] == "rag/chunking#切块策略/按标题切块"
     assert ans.citations[0]["file_path"] == "rag/chunking.md"
     assert_citations_valid(ans)
-    refused = answer("公司年会在哪里举办？", engine, cfg, llm=None, top_k=3)
+    refused = answer("公司年会在哪里举办？", engine, llm=None, top_k=3)
     assert refused.refusal and refused.citations == []
     item = draft_golden_item("按标题切块是怎么做的？", ans, today=date(2025, 1, 1))
     assert item["relevant"][0] == "rag/chunking#切块策略/按标题切块"
@@ -722,14 +717,14 @@ def test_real_engine_extractive_and_refusal(real_engine):
 
 
 def test_real_engine_tools_mode(real_engine):
-    engine, cfg = real_engine
+    engine, _cfg = real_engine
     script = tools_script(
         call_tool("knowledge_search", {"query": "交叉编码器", "top_k": 2}),
         call_tool("chapter_detail", {"node_id": "retrieval/rerank#重排/交叉编码器"}, id="c2"),
         Say("交叉编码器同时读取查询和文档 [1]。"),
     )
     with ChatServer(script) as srv:
-        ans = answer("交叉编码器怎么打分？", engine, cfg, llm=llm_for(srv), mode="tools")
+        ans = answer("交叉编码器怎么打分？", engine, llm=llm_for(srv), mode="tools")
         detail = tool_results(srv, 2)[-1]
     assert "交叉编码器同时读取查询和文档" in detail
     assert ans.citations[0]["node_id"] == "retrieval/rerank#重排/交叉编码器"

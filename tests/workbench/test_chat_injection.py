@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.workbench.openai_server import Call, CallTools, ChatServer, Say, task_of
-from tests.workbench.test_chat import CFG, CHAPTERS, OverlapRetriever, llm_for, response, result
+from tests.workbench.test_chat import CHAPTERS, OverlapRetriever, llm_for, response, result
 from workbench.answer.chat import answer
 from workbench.answer.citations import check_citations, has_content
 from workbench.answer.safe_markdown import neutralize
@@ -55,7 +55,7 @@ def obeying_model(payload: dict[str, Any]) -> Say:
 
 def test_sources_reach_the_model_as_quoted_data_with_the_instruction():
     with ChatServer(obeying_model) as srv:
-        answer("切块策略有哪些注意事项？", PoisonedRetriever(), CFG, llm=llm_for(srv), top_k=3)
+        answer("切块策略有哪些注意事项？", PoisonedRetriever(), llm=llm_for(srv), top_k=3)
         msgs = next(p["messages"] for p in srv.payloads if task_of(p) == "answer")
     assert SOURCES_ARE_DATA in msgs[0]["content"]
     user = msgs[-1]["content"]
@@ -68,9 +68,7 @@ def test_sources_reach_the_model_as_quoted_data_with_the_instruction():
 
 def test_an_obeyed_injection_shows_no_remote_image_link_or_bad_citation():
     with ChatServer(obeying_model) as srv:
-        ans = answer(
-            "切块策略有哪些注意事项？", PoisonedRetriever(), CFG, llm=llm_for(srv), top_k=3
-        )
+        ans = answer("切块策略有哪些注意事项？", PoisonedRetriever(), llm=llm_for(srv), top_k=3)
     assert ans.mode == "llm" and not ans.refusal
     assert "attacker.example" not in ans.answer
     assert "](" not in ans.answer and "![" not in ans.answer
@@ -86,9 +84,7 @@ def test_an_empty_model_answer_is_not_an_answer():
     for empty in ("", "   ", "[1]", EXFIL.replace("x", "")):
         replies = lambda p, e=empty: Say("YES") if task_of(p) == "judge" else Say(e)  # noqa: E731
         with ChatServer(replies) as srv:
-            ans = answer(
-                "RAG 的切块策略有哪些？", OverlapRetriever(), CFG, llm=llm_for(srv), top_k=3
-            )
+            ans = answer("RAG 的切块策略有哪些？", OverlapRetriever(), llm=llm_for(srv), top_k=3)
         assert ans.mode == "extractive" and ans.answer.strip(), empty
         assert has_content(ans.answer) and ans.citations
         assert ans.notice == "LLM endpoint failed (empty answer): extractive answer instead"
@@ -100,9 +96,7 @@ def test_an_empty_final_answer_in_tools_mode_falls_back_too():
         Say(""),
     ]
     with ChatServer(script) as srv:
-        ans = answer(
-            "What does k1 do in BM25?", OverlapRetriever(), CFG, llm=llm_for(srv), mode="tools"
-        )
+        ans = answer("What does k1 do in BM25?", OverlapRetriever(), llm=llm_for(srv), mode="tools")
     assert ans.mode == "extractive" and has_content(ans.answer) and ans.citations
 
 

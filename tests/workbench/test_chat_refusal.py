@@ -45,7 +45,7 @@ def test_no_sentence_sharing_a_term_means_no_extractive_answer():
 
 
 def test_the_canteen_question_is_refused_not_answered_with_an_unrelated_sentence():
-    ans = answer(CANTEEN, OneChapter(), CFG, llm=None, top_k=3)
+    ans = answer(CANTEEN, OneChapter(), llm=None, top_k=3)
     assert ans.refusal and ans.citations == []
     assert "发布只在工作日" not in ans.answer
     assert ans.answer.startswith("知识库中没有足够的信息回答这个问题")

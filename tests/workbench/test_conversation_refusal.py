@@ -55,25 +55,25 @@ def _same_refusal(alone, after) -> None:
 def test_an_unanswerable_question_after_an_answerable_one_is_refused_as_when_alone(
     wiki, first, second
 ):
-    engine, cfg = wiki
-    before = answer(first, engine, cfg, llm=None)
+    engine, _cfg = wiki
+    before = answer(first, engine, llm=None)
     assert not before.refusal and before.citations
-    alone = answer(second, engine, cfg, llm=None)
-    after = answer(second, engine, cfg, history=[before], llm=None)
+    alone = answer(second, engine, llm=None)
+    after = answer(second, engine, history=[before], llm=None)
     _same_refusal(alone, after)
 
 
 def test_with_an_llm_that_says_yes_the_follow_up_is_still_refused_as_when_alone(wiki):
-    engine, cfg = wiki
+    engine, _cfg = wiki
 
     def agreeable(payload):  # judges everything answerable, answers with a citation
         return Say("YES") if task_of(payload) == "judge" else Say("答案 [1]")
 
     with ChatServer(agreeable) as srv:
-        before = answer(CHUNK_ZH, engine, cfg, llm=llm_for(srv))
-        alone = answer(PARTY_EN, engine, cfg, llm=llm_for(srv))
+        before = answer(CHUNK_ZH, engine, llm=llm_for(srv))
+        alone = answer(PARTY_EN, engine, llm=llm_for(srv))
         n = len(srv.payloads)
-        after = answer(PARTY_EN, engine, cfg, history=[before], llm=llm_for(srv))
+        after = answer(PARTY_EN, engine, history=[before], llm=llm_for(srv))
         asked_after = [task_of(p) for p in srv.payloads[n:]]
     assert not before.refusal
     _same_refusal(alone, after)
@@ -82,9 +82,9 @@ def test_with_an_llm_that_says_yes_the_follow_up_is_still_refused_as_when_alone(
 
 @pytest.mark.parametrize("follow_up", ["它有哪几种方式？", "那固定长度呢？"])
 def test_a_genuine_follow_up_still_carries_the_previous_subject(wiki, follow_up):
-    engine, cfg = wiki
-    before = answer(CHUNK_ZH, engine, cfg, llm=None)
-    after = answer(follow_up, engine, cfg, history=[before], llm=None)
+    engine, _cfg = wiki
+    before = answer(CHUNK_ZH, engine, llm=None)
+    after = answer(follow_up, engine, history=[before], llm=None)
     assert after.query.startswith("父子 检索 数据 结构") and after.query.endswith(follow_up)
     # (whether the hash-embedded index then finds a sentence to quote is its own matter; the
     # slow test below checks the answer too, with the real embedder)
@@ -125,14 +125,14 @@ def test_with_the_calibrated_judge_on_the_bundled_wiki_refusal_holds_in_conversa
     monkeypatch.chdir(REPO)  # model_for reads experiments/<kb>/refusal.yaml
     cfg = EngineConfig.from_yaml((REPO / "experiments/wiki/baseline.yaml").read_text("utf-8"))
     engine = _engine(tmp_path, cfg)
-    before_zh = answer(CHUNK_ZH, engine, cfg, llm=None)
+    before_zh = answer(CHUNK_ZH, engine, llm=None)
     assert not before_zh.refusal
     judged = [s for s in before_zh.trace if s["step"] == "judge"]
     assert judged and judged[0]["detail"].startswith("model:")  # the calibrated judge ran
     for second in (PARTY_EN, PARTY_ZH, "公司年会在哪里举办？"):
-        alone = answer(second, engine, cfg, llm=None)
-        after = answer(second, engine, cfg, history=[before_zh], llm=None)
+        alone = answer(second, engine, llm=None)
+        after = answer(second, engine, history=[before_zh], llm=None)
         _same_refusal(alone, after)
     for follow_up in ("它有哪几种方式？", "那固定长度呢？"):
-        follow = answer(follow_up, engine, cfg, history=[before_zh], llm=None)
+        follow = answer(follow_up, engine, history=[before_zh], llm=None)
         assert not follow.refusal and follow.citations and follow.query.startswith("父子")

@@ -112,7 +112,7 @@ def test_features_count_matched_missing_and_absent_terms():
 
 
 def test_clearly_unanswerable_question_is_refused_by_the_model(model):
-    ans = answer("公司年会在哪里举办？", ProbedRetriever(), CFG, llm=None, refusal_model=model)
+    ans = answer("公司年会在哪里举办？", ProbedRetriever(), llm=None, refusal_model=model)
     assert ans.refusal and ans.citations == []
     judged = steps(ans, "judge")[0]
     assert judged.startswith("model: p(answerable)") and judged.endswith("-> insufficient")
@@ -120,14 +120,14 @@ def test_clearly_unanswerable_question_is_refused_by_the_model(model):
 
 def test_clearly_answerable_question_is_answered(model):
     q = "BM25 k1 saturation parameter"
-    ans = answer(q, ProbedRetriever(), CFG, llm=None, refusal_model=model)
+    ans = answer(q, ProbedRetriever(), llm=None, refusal_model=model)
     assert not ans.refusal and ans.citations
     assert steps(ans, "judge")[0].endswith("-> enough")
 
 
 def test_without_a_calibration_the_coverage_rule_judges(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)  # no experiments/<kb>/refusal.yaml here
-    ans = answer("BM25 k1 saturation parameter", ProbedRetriever(), CFG, llm=None)
+    ans = answer("BM25 k1 saturation parameter", ProbedRetriever(), llm=None)
     assert steps(ans, "judge")[0].startswith("rule: coverage")
 
 
@@ -139,7 +139,7 @@ def test_calibration_round_trips_and_is_found_for_the_kb(model, monkeypatch, tmp
     assert "calibrate-refusal" in path.read_text(encoding="utf-8").splitlines()[0]
     assert model_for(ProbedRetriever(root=str(tmp_path / "kb"))) == model
     assert model_for(ProbedRetriever(root=str(tmp_path / "other"))) is None
-    ans = answer("公司年会在哪里举办？", ProbedRetriever(str(tmp_path / "kb")), CFG, llm=None)
+    ans = answer("公司年会在哪里举办？", ProbedRetriever(str(tmp_path / "kb")), llm=None)
     assert steps(ans, "judge")[0].startswith("model: ")
     # Fitted with another embedder: its cosines mean nothing here, the rule judges instead.
     replace(model, provenance={"embedder": "openai/text-embedding-3-small/0"}).save(path)
@@ -223,13 +223,13 @@ def test_grey_band_goes_to_the_llm_judge(model):
     with ChatServer(
         lambda req: Say("YES") if task_of(req) == "judge" else Say("在公司总部 [1]。")
     ) as srv:
-        ans = answer(q, ProbedRetriever(), CFG, llm=llm_for(srv), refusal_model=grey)
+        ans = answer(q, ProbedRetriever(), llm=llm_for(srv), refusal_model=grey)
         assert srv.tasks()[0] == "judge"
     judged = steps(ans, "judge")[0]
     assert "-> grey; LLM said 'YES' -> enough" in judged
     assert not ans.refusal and ans.mode == "llm"
     # Without an LLM the same band is refused: p is below refuse_below.
-    ans = answer(q, ProbedRetriever(), CFG, llm=None, refusal_model=grey)
+    ans = answer(q, ProbedRetriever(), llm=None, refusal_model=grey)
     assert ans.refusal
 
 
@@ -335,10 +335,10 @@ def _constant_model(p_logit: float) -> RefusalModel:
 def test_a_confident_judge_quotes_the_top_chapter_when_no_sentence_shares_a_term():
     # e.g. an English question over Chinese chapters: no sentence shares a term with it
     q = "zebra giraffe"
-    sure = answer(q, ProbedRetriever(), CFG, llm=None, refusal_model=_constant_model(10.0))
+    sure = answer(q, ProbedRetriever(), llm=None, refusal_model=_constant_model(10.0))
     assert not sure.refusal and [c["n"] for c in sure.citations] == [1]
     assert sure.answer.endswith("[1]")
     # judged grey, or without a calibrated judge, the same question is refused as before
-    grey = answer(q, ProbedRetriever(), CFG, llm=None, refusal_model=_constant_model(0.0))
+    grey = answer(q, ProbedRetriever(), llm=None, refusal_model=_constant_model(0.0))
     assert grey.refusal and grey.citations == []
-    assert answer(q, ProbedRetriever(), CFG, llm=None, refusal_model=None).refusal
+    assert answer(q, ProbedRetriever(), llm=None, refusal_model=None).refusal

@@ -33,7 +33,7 @@ def evaluate_answers(
     items = gs.select(split)
     rows: list[dict[str, Any]] = []
     for n, item in enumerate(items, 1):
-        ans = answer(item.query, engine, cfg, llm=llm, top_k=top_k)
+        ans = answer(item.query, engine, llm=llm, top_k=top_k)
         scores = score_answer(item.to_dict(), ans, parent_of=parent_of)
         rows.append(
             {

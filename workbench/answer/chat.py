@@ -23,7 +23,6 @@ import typing
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from engine.config import EngineConfig
 from workbench.answer.chat_answer import ChatAnswer
 from workbench.answer.evidence import EvidenceJudge
 from workbench.answer.llm import LLMClient
@@ -42,7 +41,6 @@ DEFAULT_ANSWER_MODE: AnswerMode = "loop"
 def answer(
     question: str,
     retriever: Retriever,
-    cfg: EngineConfig,
     *,
     history: Sequence[Any] | None = None,
     llm: LLMClient | None = None,
@@ -54,7 +52,7 @@ def answer(
 ) -> ChatAnswer:
     """Answer ``question`` from the KB with numbered citations (see the module docstring).
 
-    ``retriever`` searches under ``cfg`` (the engine is opened with it). ``history`` holds
+    ``retriever`` searches under the config it was opened with. ``history`` holds
     earlier ``ChatAnswer``s or ``{"question", "answer"}`` / role messages. ``stream_cb``
     receives text as it is produced; for an LLM answer these are the model's raw deltas,
     before the citation check, so a UI should show ``ChatAnswer.answer`` once it returns.

@@ -62,9 +62,7 @@ def _ask(args: argparse.Namespace) -> int:
     log = query_log_for(ws.index, args.log_queries or None, args.log_retention_days)
     if log is not None:
         log.record(args.question, "chat")
-    ans = answer(
-        args.question, engine, cfg, history=history, llm=llm, mode=args.mode, top_k=args.top_k
-    )
+    ans = answer(args.question, engine, history=history, llm=llm, mode=args.mode, top_k=args.top_k)
     if store is not None:
         cid = cid or store.start(args.question)
         n = store.add_turn(cid, ans, "cli", cfg.hash)

@@ -108,9 +108,7 @@ def _replay(args: argparse.Namespace) -> int:
     llm = LLMClient.from_config(cfg.llm)
 
     def ask(question: str, history: list[Any]) -> object:
-        return answer(
-            question, engine, cfg, history=history, llm=llm, mode=args.mode, top_k=args.top_k
-        )
+        return answer(question, engine, history=history, llm=llm, mode=args.mode, top_k=args.top_k)
 
     rows = compare_replay(conv, replay(conv, ask))
     if args.json:

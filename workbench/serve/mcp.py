@@ -179,7 +179,7 @@ def build_mcp_server(
         if query_log is not None:
             query_log.record(question, "mcp")
         with tool_errors(ValueError):
-            ans = chat_answer(question, engine(), cfg, llm=llm, top_k=top_k)
+            ans = chat_answer(question, engine(), llm=llm, top_k=top_k)
         return {
             "question": ans.question,
             "answer": ans.answer,

@@ -302,7 +302,6 @@ def add_search_routes(app: FastAPI, st: ServerState) -> None:
             ans = chat_answer(
                 req.question,
                 served.get(),
-                st.cfg,
                 history=history,
                 llm=st.llm,
                 mode=req.mode,

@@ -108,7 +108,7 @@ def history_panel(ws: Workspace, llm: LLMClient | None, mode: str, top_k: int) -
                 new = replay(
                     conv,
                     lambda q, history: answer(
-                        q, engine, cfg, history=history, llm=llm, mode=mode, top_k=top_k
+                        q, engine, history=history, llm=llm, mode=mode, top_k=top_k
                     ),
                 )
             st.session_state[state.CHAT_REPLAY] = (conv.id, name, compare_replay(conv, new))

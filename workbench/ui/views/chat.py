@@ -163,7 +163,6 @@ with ui.guarded(t("Chat")):
                 result = answer(
                     question,
                     resources.engine(ws, cfg),
-                    cfg,
                     history=[turn["answer"] for turn in turns],
                     llm=llm,
                     mode=mode,
