@@ -11,7 +11,6 @@ on an object store.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -374,19 +373,18 @@ def vectors_of(table: pa.Table, column: str = "vector") -> np.ndarray:
 
 
 def _skip_shadowed_datasets() -> None:
-    """Keep lancedb from importing a ``datasets`` that is not Hugging Face's.
+    """Forget a ``datasets`` module that is not Hugging Face's before lancedb writes.
 
     The repo's own ``datasets/`` folder (golden sets) is importable as a namespace package
     whenever the repo root is on sys.path (pytest, ``python -c``); sentence-transformers
     then imports it, and lancedb's first write sees "datasets" in sys.modules and fails
-    on ``from datasets import Dataset``. Marking the converter as registered skips it.
+    on ``from datasets import Dataset``. That module is a folder of YAML files, not code
+    anyone uses, so it is dropped from sys.modules (lancedb's own state is left alone); an
+    installed Hugging Face ``datasets`` (it has ``Dataset``) is kept.
     """
     mod = sys.modules.get("datasets")
-    if mod is None or hasattr(mod, "Dataset"):
-        return
-    registered = getattr(importlib.import_module("lancedb.scannable"), "_registered_modules", None)
-    if isinstance(registered, set):
-        registered.add("datasets")
+    if mod is not None and not hasattr(mod, "Dataset"):
+        del sys.modules["datasets"]
 
 
 def with_vectors(

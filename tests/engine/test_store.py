@@ -250,3 +250,5 @@ def test_writes_survive_a_shadowed_datasets_module(
     Store.add(tbl, _rows(2, 4))
     Store.upsert(tbl, _rows(3, 4))
     assert tbl.count_rows() == 3
+    assert "datasets" not in scannable._registered_modules  # lancedb's own state untouched
+    assert "datasets" not in sys.modules
