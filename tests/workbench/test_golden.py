@@ -127,6 +127,15 @@ def test_coverage_warnings():
     assert any("category 'rag' has 1" in w for w in warns)
 
 
+def test_coverage_warnings_render_through_the_ui_translator():
+    from workbench.ui.i18n import catalog
+
+    zh = catalog("zh")
+    issue = g.coverage_warnings(g.parse(TEXT))[0]
+    assert str(issue) == "[warning] only 2 answerable queries; aim for >= 30"  # the CLI's line
+    assert issue.render(lambda s: zh.get(s, s)) == "[警告] 只有 2 条可回答的查询；目标至少 30 条"
+
+
 def test_drift_and_remap(kb):
     gs = g.parse(TEXT)
     drift = golden_drift.drift_report(gs, kb)

@@ -25,6 +25,7 @@ from engine.errors import ConfigError, EngineError, yaml_error_summary
 from engine.yaml_safe import refuse_aliases, short
 from workbench.eval import judgments as J
 from workbench.eval.golden_drift import suggest_ids
+from workbench.eval.messages import Message, Translate
 
 DIFFICULTIES = ("easy", "medium", "hard")
 TARGET_MIX = {"easy": 0.3, "medium": 0.5, "hard": 0.2}
@@ -130,11 +131,26 @@ class Issue:
     item_id: str | None
     message: str
     suggestions: tuple[str, ...] = ()
+    said: Message | None = None  # ``message`` as a template, where the UI shows it translated
+
+    @classmethod
+    def of(cls, level: str, item_id: str | None, said: Message) -> Issue:
+        return cls(level, item_id, str(said), said=said)
 
     def __str__(self) -> str:
+        return self.render()
+
+    def render(self, translate: Translate | None = None) -> str:
+        """The issue as one line; ``translate`` (the UI's ``t``) turns its words Chinese."""
+        msg = self.said.render(translate) if self.said else self.message
         where = f"{self.item_id}: " if self.item_id else ""
-        tail = f" (did you mean: {', '.join(self.suggestions)})" if self.suggestions else ""
-        return f"[{self.level}] {where}{self.message}{tail}"
+        tail = Message(" (did you mean: {ids})", {"ids": ", ".join(self.suggestions)})
+        level = LEVEL_WORDS.get(self.level, Message(self.level))
+        tail_text = tail.render(translate) if self.suggestions else ""
+        return f"[{level.render(translate)}] {where}{msg}{tail_text}"
+
+
+LEVEL_WORDS = {"error": Message("error"), "warning": Message("warning")}
 
 
 def default_split(item_id: str) -> str:
@@ -378,21 +394,26 @@ def coverage_warnings(gs: GoldenSet) -> list[Issue]:
     out: list[Issue] = []
     items = gs.answerable()
     if len(items) < 30:
-        out.append(Issue("warning", None, f"only {len(items)} answerable queries; aim for >= 30"))
+        msg = Message("only {n} answerable queries; aim for >= 30", {"n": len(items)})
+        out.append(Issue.of("warning", None, msg))
     cats = Counter(i.category or "(none)" for i in items)
     for cat, n in sorted(cats.items()):
         if n < 2:
-            out.append(Issue("warning", None, f"category {cat!r} has {n} query; aim for >= 2"))
+            msg = Message("category {cat} has {n} query; aim for >= 2", {"cat": repr(cat), "n": n})
+            out.append(Issue.of("warning", None, msg))
     if items:
         mix = Counter(i.difficulty for i in items)
         for d, target in TARGET_MIX.items():
             share = mix.get(d, 0) / len(items)
             if abs(share - target) > 0.15:
                 out.append(
-                    Issue(
+                    Issue.of(
                         "warning",
                         None,
-                        f"{d} is {share:.0%} of queries; target mix is 30/50/20 easy/medium/hard",
+                        Message(
+                            "{d} is {share} of queries; target mix is 30/50/20 easy/medium/hard",
+                            {"d": d, "share": f"{share:.0%}"},
+                        ),
                     )
                 )
     return out

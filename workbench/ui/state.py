@@ -258,8 +258,14 @@ def restore_golden_working() -> None:
 
 
 def golden_editor_key() -> str:
-    """The golden-set table editor's key (a new version makes Streamlit draw a fresh editor)."""
-    return item_key(GOLDEN_EDITOR, golden_editor_version())
+    """The golden-set table editor's key (a new version makes Streamlit draw a fresh editor).
+
+    The language is part of it: the table's headers are translated, and an editor whose
+    columns changed under the same key would apply its edits to the wrong columns; a new key
+    makes ``restore_golden_working`` carry the edits over instead."""
+    from workbench.ui import i18n
+
+    return item_key(f"{GOLDEN_EDITOR}-{i18n.current()}", golden_editor_version())
 
 
 def golden_editor_version() -> int:

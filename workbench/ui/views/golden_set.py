@@ -53,23 +53,35 @@ with ui.guarded(t("Golden set")):
             sep=golden_table.SEP.strip(),
         )
     )
+    # The golden file's field names, shown in the UI's language (the file keeps its own).
+    heads = {
+        "id": "id",
+        "query": t("query"),
+        "relevant": t("relevant"),
+        "difficulty": t("difficulty"),
+        "category": t("category"),
+        "split": t("split"),
+        "unanswerable": t("unanswerable"),
+        "answer_contains": t("answer_contains"),
+        "notes": t("notes"),
+    }
     edited = st.data_editor(
-        golden_table.golden_frame(draft),
+        golden_table.golden_frame(draft).rename(columns=heads),
         key=state.golden_editor_key(),
         num_rows="dynamic",
         hide_index=True,
         width="stretch",
         column_config={
-            "id": st.column_config.TextColumn(width="small"),
-            "query": st.column_config.TextColumn(width="large", required=True),
-            "relevant": st.column_config.TextColumn(width="large"),
-            "difficulty": st.column_config.SelectboxColumn(
+            heads["id"]: st.column_config.TextColumn(width="small"),
+            heads["query"]: st.column_config.TextColumn(width="large", required=True),
+            heads["relevant"]: st.column_config.TextColumn(width="large"),
+            heads["difficulty"]: st.column_config.SelectboxColumn(
                 options=list(golden.DIFFICULTIES), default="medium"
             ),
-            "split": st.column_config.SelectboxColumn(options=list(golden.SPLITS)),
-            "unanswerable": st.column_config.CheckboxColumn(default=False),
+            heads["split"]: st.column_config.SelectboxColumn(options=list(golden.SPLITS)),
+            heads["unanswerable"]: st.column_config.CheckboxColumn(default=False),
         },
-    )
+    ).rename(columns={v: k for k, v in heads.items()})
     working = golden_table.frame_golden(edited, draft)
     if working.content_hash != draft.content_hash:
         state.keep_golden_working(working)
@@ -79,11 +91,11 @@ with ui.guarded(t("Golden set")):
     errors = [i for i in issues if i.level == "error"]
     warnings = [i for i in issues if i.level == "warning"]
     for issue in errors:
-        st.error(str(issue))
+        st.error(issue.render(t))
     if warnings:
         with st.expander(t("{n} coverage warnings", n=len(warnings))):
             for issue in warnings:
-                st.warning(str(issue))
+                st.warning(issue.render(t))
     if not errors:
         st.caption(t(":green-badge[valid] no errors"))
 
