@@ -37,8 +37,10 @@ def _literal(node: ast.expr) -> list[str]:
 
 def core_messages(root: Path = UI.parent) -> dict[str, list[str]]:
     """Every text the core hands the UI as a ``Message``: literal ``Message("...")`` keys in
-    workbench/ outside the UI, the miss causes and the verdict's words and templates."""
+    workbench/ outside the UI, the miss causes, the scorecard's dimension names and the
+    verdict's words and templates."""
     from workbench.eval.attribution import CAUSES
+    from workbench.tune.dimension import NAMES
     from workbench.tune.verdict import OUTCOME_WORDS, Verdict
 
     found: dict[str, list[str]] = {}
@@ -55,7 +57,7 @@ def core_messages(root: Path = UI.parent) -> dict[str, list[str]]:
             ):
                 for text in filter(None, _literal(node.args[0])):
                     found.setdefault(text, []).append(f"{path.name}:{node.lineno}")
-    for text in [*CAUSES.values(), *OUTCOME_WORDS.values()]:
+    for text in [*CAUSES.values(), *OUTCOME_WORDS.values(), *NAMES.values()]:
         found.setdefault(text, []).append("words")
     for better in (1, 2):  # the headline's template names "query" or "queries"
         v = Verdict("mrr", 0, 0, 0, 1, 95, better, 0, 0, "accepted", ())

@@ -54,14 +54,21 @@ with ui.guarded(t("Scorecard")):
         )
     )
 
+    heads = {
+        "dimension": t("dimension"),
+        "weight": t("weight"),
+        "score": t("score"),
+        "points": t("points"),
+        "evidence": t("evidence"),
+    }
     dims = pd.DataFrame(
         [
             {
-                "dimension": d.name,
-                "weight": d.weight,
-                "score": d.score,
-                "points": d.weight * d.score / 100.0,
-                "evidence": d.rule,
+                heads["dimension"]: t(d.name),  # dimension names are in the core catalogue
+                heads["weight"]: d.weight,
+                heads["score"]: d.score,
+                heads["points"]: d.weight * d.score / 100.0,
+                heads["evidence"]: d.rule,
             }
             for d in card.dimensions
         ]
@@ -73,14 +80,16 @@ with ui.guarded(t("Scorecard")):
         column_config={
             # one decimal everywhere: "%.0f" rounds half up in the browser and half to even
             # in Python, so the table once said 59 where the card said 58
-            "score": st.column_config.ProgressColumn(min_value=0, max_value=100, format="%.1f"),
-            "points": st.column_config.NumberColumn(format="%.1f"),
-            "evidence": st.column_config.TextColumn(width="large"),
+            heads["score"]: st.column_config.ProgressColumn(
+                min_value=0, max_value=100, format="%.1f"
+            ),
+            heads["points"]: st.column_config.NumberColumn(format="%.1f"),
+            heads["evidence"]: st.column_config.TextColumn(width="large"),
         },
     )
     with st.expander(t("Formulas and raw evidence")):
         for d in card.dimensions:
-            st.markdown(t("**{name}** (weight {weight})", name=d.name, weight=d.weight))
+            st.markdown(t("**{name}** (weight {weight})", name=t(d.name), weight=d.weight))
             st.code(d.formula, language=None, wrap_lines=True)  # keeps its * signs
             st.json(d.evidence, expanded=False)
 
@@ -94,7 +103,7 @@ with ui.guarded(t("Scorecard")):
                 t(
                     "**{n}. {name}** — {score}/100, costs {loss} points",
                     n=i + 1,
-                    name=d.name,
+                    name=t(d.name),
                     score=f"{d.score:.1f}",
                     loss=f"{d.loss / 100:.1f}",
                 )
