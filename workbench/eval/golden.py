@@ -25,7 +25,8 @@ from engine.errors import ConfigError, EngineError, yaml_error_summary
 from engine.yaml_safe import refuse_aliases, short
 from workbench.eval import judgments as J
 from workbench.eval.golden_drift import suggest_ids
-from workbench.eval.messages import Message, Translate
+from workbench.eval.golden_issue import Issue
+from workbench.eval.messages import Message
 
 DIFFICULTIES = ("easy", "medium", "hard")
 TARGET_MIX = {"easy": 0.3, "medium": 0.5, "hard": 0.2}
@@ -123,34 +124,6 @@ class GoldenSet:
         if judged or level:  # a set without judgments keeps the hash it always had
             text += J.digest(judged) + repr(sorted(level))
         return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
-
-
-@dataclass(frozen=True)
-class Issue:
-    level: str  # "error" | "warning"
-    item_id: str | None
-    message: str
-    suggestions: tuple[str, ...] = ()
-    said: Message | None = None  # ``message`` as a template, where the UI shows it translated
-
-    @classmethod
-    def of(cls, level: str, item_id: str | None, said: Message) -> Issue:
-        return cls(level, item_id, str(said), said=said)
-
-    def __str__(self) -> str:
-        return self.render()
-
-    def render(self, translate: Translate | None = None) -> str:
-        """The issue as one line; ``translate`` (the UI's ``t``) turns its words Chinese."""
-        msg = self.said.render(translate) if self.said else self.message
-        where = f"{self.item_id}: " if self.item_id else ""
-        tail = Message(" (did you mean: {ids})", {"ids": ", ".join(self.suggestions)})
-        level = LEVEL_WORDS.get(self.level, Message(self.level))
-        tail_text = tail.render(translate) if self.suggestions else ""
-        return f"[{level.render(translate)}] {where}{msg}{tail_text}"
-
-
-LEVEL_WORDS = {"error": Message("error"), "warning": Message("warning")}
 
 
 def default_split(item_id: str) -> str:
