@@ -326,6 +326,19 @@ def test_health_reports_a_stale_index_after_a_kb_edit(tmp_path):
         assert any("index is stale: 0 new, 1 changed" in r for r in h["reasons"])
 
 
+def _keep_searching(
+    url: str, stop: threading.Event, failures: list[str], counts: list[int], pause: float = 0.0
+) -> None:
+    """Search until ``stop``; every answer that is not 200 with results goes to ``failures``."""
+    with httpx.Client(base_url=url, timeout=60) as s:
+        while not stop.is_set():
+            r = s.post("/search", json={"query": "混合检索 RRF", "top_k": 5})
+            if r.status_code != 200 or not r.json()["results"]:
+                failures.append(f"{r.status_code} {r.text[:200]}")
+            counts[0] += 1
+            time.sleep(pause)
+
+
 def test_rebuild_while_searching_switches_to_the_new_content(tmp_path):
     kb = make_kb(tmp_path)
     marker = "zebraquokkamarker"
@@ -345,16 +358,8 @@ def test_rebuild_while_searching_switches_to_the_new_content(tmp_path):
         stop = threading.Event()
         failures: list[str] = []
         counts = [0]
-
-        def searcher() -> None:
-            with httpx.Client(base_url=url, timeout=60) as s:
-                while not stop.is_set():
-                    r = s.post("/search", json={"query": "混合检索 RRF", "top_k": 5})
-                    if r.status_code != 200 or not r.json()["results"]:
-                        failures.append(f"{r.status_code} {r.text[:200]}")
-                    counts[0] += 1
-
-        threads = [threading.Thread(target=searcher) for _ in range(3)]
+        args = (url, stop, failures, counts)
+        threads = [threading.Thread(target=_keep_searching, args=args) for _ in range(3)]
         for t in threads:
             t.start()
         try:
@@ -442,16 +447,7 @@ def test_a_server_follows_an_index_rebuilt_by_the_cli_without_dropping_requests(
         )
         stop = threading.Event()
         failures: list[str] = []
-
-        def searcher() -> None:
-            with httpx.Client(base_url=url, timeout=60) as s:
-                while not stop.is_set():
-                    r = s.post("/search", json={"query": "混合检索 RRF", "top_k": 5})
-                    if r.status_code != 200 or not r.json()["results"]:
-                        failures.append(f"{r.status_code} {r.text[:200]}")
-                    time.sleep(0.05)
-
-        t = threading.Thread(target=searcher)
+        t = threading.Thread(target=_keep_searching, args=(url, stop, failures, [0], 0.05))
         t.start()
         try:
             # Another process rebuilds the index, as `wikirag index` from a shell would.
