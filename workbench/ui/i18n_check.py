@@ -4,35 +4,34 @@ from __future__ import annotations
 
 import ast
 import sys
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 UI = Path(__file__).resolve().parent
 
 
-def ui_strings(root: Path = UI) -> dict[str, list[str]]:
-    """Every literal first argument of a ``t(...)`` call under ``root`` -> where it occurs."""
-    found: dict[str, list[str]] = {}
-    for path in sorted(root.rglob("*.py")):
+def _literal_calls(paths: Iterable[Path], name: str) -> Iterator[tuple[str, str]]:
+    """(text, "file:line") for each ``name("literal", ...)`` call in ``paths``."""
+    for path in paths:
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
             if (
                 isinstance(node, ast.Call)
                 and isinstance(node.func, ast.Name)
-                and node.func.id == "t"
+                and node.func.id == name
                 and node.args
                 and isinstance(node.args[0], ast.Constant)
                 and isinstance(node.args[0].value, str)
             ):
-                found.setdefault(node.args[0].value, []).append(f"{path.name}:{node.lineno}")
+                yield node.args[0].value, f"{path.name}:{node.lineno}"
+
+
+def ui_strings(root: Path = UI) -> dict[str, list[str]]:
+    """Every literal first argument of a ``t(...)`` call under ``root`` -> where it occurs."""
+    found: dict[str, list[str]] = {}
+    for text, where in _literal_calls(sorted(root.rglob("*.py")), "t"):
+        found.setdefault(text, []).append(where)
     return found
-
-
-def _literal(node: ast.expr) -> list[str]:
-    """The string a Message key expression can be: a literal, or each side of a literal
-    joined to a variable word (``"{n} " + noun + " better"`` -> both nouns' forms)."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return [node.value]
-    return []
 
 
 def core_messages(root: Path = UI.parent) -> dict[str, list[str]]:
@@ -44,19 +43,12 @@ def core_messages(root: Path = UI.parent) -> dict[str, list[str]]:
     from workbench.tune.verdict import OUTCOME_WORDS, Verdict
 
     found: dict[str, list[str]] = {}
-    for path in sorted(root.rglob("*.py")):
-        if UI in path.parents or path.parent.name == "serve":
-            continue
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        for node in ast.walk(tree):
-            if (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Name)
-                and node.func.id == "Message"
-                and node.args
-            ):
-                for text in filter(None, _literal(node.args[0])):
-                    found.setdefault(text, []).append(f"{path.name}:{node.lineno}")
+    core = [
+        p for p in sorted(root.rglob("*.py")) if UI not in p.parents and p.parent.name != "serve"
+    ]
+    for text, where in _literal_calls(core, "Message"):
+        if text:  # an empty Message default is no key
+            found.setdefault(text, []).append(where)
     for text in [*CAUSES.values(), *OUTCOME_WORDS.values(), *NAMES.values()]:
         found.setdefault(text, []).append("words")
     for better in (1, 2):  # the headline's template names "query" or "queries"
