@@ -24,8 +24,9 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+from workbench.commands.ui_cmd import streamlit_argv
+
 REPO = Path(__file__).resolve().parents[1]
-APP = REPO / "workbench" / "ui" / "app.py"
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run"]
 PAGES = ("", "knowledge_base", "golden_set", "evaluate", "compare", "experiments",
@@ -60,15 +61,11 @@ def serve(ws: dict[str, Path], lang: str) -> Iterator[str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    cmd = [
-        sys.executable, "-m", "streamlit", "run", str(APP),
-        "--server.address", "127.0.0.1", "--server.port", str(port),
-        "--server.headless", "true", "--browser.gatherUsageStats", "false",
-        "--server.fileWatcherType", "none",
-        "--", "--kb", str(ws["kb"]), "--index", str(ws["index"]),
-        "--dataset", str(ws["dataset"]), "--experiments", str(ws["experiments"]),
-        "--lang", lang,
-    ]  # fmt: skip
+    app_args = argparse.Namespace(
+        port=port, kb=ws["kb"], index=ws["index"], dataset=ws["dataset"],
+        experiments=ws["experiments"], lang=lang,
+    )  # fmt: skip
+    cmd = streamlit_argv(app_args, server_options=("--server.fileWatcherType", "none"))
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_BASE_URL", "WIKIRAG_LLM_MODEL")}
     env.setdefault("HF_HUB_OFFLINE", "1")
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import shutil
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.ui.conftest import APP, REPO
+from tests.ui.conftest import REPO
+from workbench.commands.ui_cmd import streamlit_argv
 
 CHROMIUM = Path("/usr/bin/chromium")
 SHOTS = REPO / "test-artifacts" / "screenshots"
@@ -71,15 +72,11 @@ def filled_workspace(ui_workspace: dict[str, Path], tmp_path_factory) -> dict[st
 @contextlib.contextmanager
 def _serve(ws: dict[str, Path], lang: str) -> Iterator[str]:
     port = _free_port()
-    cmd = [
-        sys.executable, "-m", "streamlit", "run", str(APP),
-        "--server.address", "127.0.0.1", "--server.port", str(port),
-        "--server.headless", "true", "--browser.gatherUsageStats", "false",
-        "--server.fileWatcherType", "none",
-        "--", "--kb", str(ws["kb"]), "--index", str(ws["index"]),
-        "--dataset", str(ws["dataset"]), "--experiments", str(ws["experiments"]),
-        "--lang", lang,
-    ]  # fmt: skip
+    app_args = argparse.Namespace(
+        port=port, kb=ws["kb"], index=ws["index"], dataset=ws["dataset"],
+        experiments=ws["experiments"], lang=lang,
+    )  # fmt: skip
+    cmd = streamlit_argv(app_args, server_options=("--server.fileWatcherType", "none"))
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_BASE_URL", "WIKIRAG_LLM_MODEL")}
     proc = subprocess.Popen(
         cmd, cwd=ws["root"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE

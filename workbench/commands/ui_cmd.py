@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from engine.errors import EngineError
@@ -30,8 +31,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def streamlit_argv(args: argparse.Namespace) -> list[str]:
-    """The full `streamlit run` command line; app options go after `--`."""
+def streamlit_argv(args: argparse.Namespace, server_options: Sequence[str] = ()) -> list[str]:
+    """The full `streamlit run` command line; ``server_options`` (more Streamlit flags, e.g.
+    ``--server.fileWatcherType none`` for the screenshot script and browser tests) go before
+    `--`, app options after it."""
     argv = [
         sys.executable,
         "-m",
@@ -46,6 +49,7 @@ def streamlit_argv(args: argparse.Namespace) -> list[str]:
         "true",
         "--browser.gatherUsageStats",
         "false",
+        *server_options,
         "--",
         "--kb",
         str(args.kb),
