@@ -4,6 +4,7 @@ and a real uvicorn server on 127.0.0.1 in a thread."""
 from __future__ import annotations
 
 import shutil
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp import StdioServerParameters
 
 from engine.config import EngineConfig
 from engine.indexer import build_index
@@ -83,3 +85,22 @@ def live_server(app: Any) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=30)
+
+
+def mcp_stdio_params(kb: TestKB, *extra: str) -> StdioServerParameters:
+    """`wikirag mcp --stdio` over ``kb`` (plus ``extra`` flags) as the MCP client starts it."""
+    args = ["-m", "workbench.cli", "mcp", "--stdio", "--kb", str(kb.ws.kb)]
+    args += ["--index", str(kb.ws.index), "--config", str(kb.config_file), *extra]
+    return StdioServerParameters(
+        command=sys.executable,
+        args=args,
+        env={
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "PYTHONPATH": str(REPO),
+            # No LLM: `ask` answers extractively, deterministic and offline.
+            "OPENAI_BASE_URL": "",
+            "WIKIRAG_LLM_MODEL": "",
+        },
+        cwd=str(kb.root),  # no experiments/ baseline and no .env there
+    )

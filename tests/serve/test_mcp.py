@@ -4,46 +4,18 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp import ClientSession, stdio_client
 from mcp.shared.exceptions import MCPError
 
-from tests.serve.conftest import REPO, TestKB
+from tests.serve.conftest import TestKB, mcp_stdio_params
 from workbench.answer.chat import DEFAULT_TOP_K
 from workbench.serve.limits import MAX_QUERY_CHARS
 from workbench.serve.mcp import doc_uri
-
-
-def _params(kb: TestKB) -> StdioServerParameters:
-    return StdioServerParameters(
-        command=sys.executable,
-        args=[
-            "-m",
-            "workbench.cli",
-            "mcp",
-            "--stdio",
-            "--kb",
-            str(kb.ws.kb),
-            "--index",
-            str(kb.ws.index),
-            "--config",
-            str(kb.config_file),
-        ],
-        env={
-            "HF_HUB_OFFLINE": "1",
-            "TRANSFORMERS_OFFLINE": "1",
-            "PYTHONPATH": str(REPO),
-            # No LLM: `ask` answers extractively, deterministic and offline.
-            "OPENAI_BASE_URL": "",
-            "WIKIRAG_LLM_MODEL": "",
-        },
-        cwd=str(kb.root),  # no experiments/ baseline and no .env there
-    )
 
 
 def _json(result: Any) -> dict[str, Any]:
@@ -61,7 +33,7 @@ async def _session_run(kb: TestKB, errlog_path: Path) -> dict[str, Any]:
 
     with errlog_path.open("w", encoding="utf-8") as errlog:
         async with (
-            stdio_client(_params(kb), errlog=errlog) as (read, write),
+            stdio_client(mcp_stdio_params(kb), errlog=errlog) as (read, write),
             ClientSession(read, write, message_handler=on_message) as session,
         ):
             init = await session.initialize()
@@ -176,7 +148,7 @@ def test_queries_over_the_http_cap_are_json_rpc_errors(session_log):
 def test_a_line_that_is_not_json_gets_a_parse_error_reply(test_kb):
     import subprocess
 
-    p = _params(test_kb)
+    p = mcp_stdio_params(test_kb)
     proc = subprocess.Popen(
         [p.command, *p.args],
         cwd=p.cwd,
@@ -254,7 +226,7 @@ def test_streamable_http_transport(test_kb):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    p = _params(test_kb)
+    p = mcp_stdio_params(test_kb)
     args = [a if a != "--stdio" else "--http" for a in p.args]
     args.insert(args.index("--http") + 1, str(port))
     proc = subprocess.Popen(

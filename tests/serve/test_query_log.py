@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx
 import pytest
-from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp import ClientSession, stdio_client
 
-from tests.serve.conftest import REPO, TestKB, live_server, make_kb
+from tests.serve.conftest import TestKB, live_server, make_kb, mcp_stdio_params
 from workbench.cli import main
 from workbench.eval import golden, pending
 from workbench.eval import query_log as QL
@@ -63,27 +62,13 @@ def test_http_records_questions_only_when_logging_is_on(kb: TestKB) -> None:
     }  # fmt: skip
 
 
-def _mcp_params(kb: TestKB, log: bool) -> StdioServerParameters:
-    args = ["-m", "workbench.cli", "mcp", "--stdio", "--kb", str(kb.ws.kb)]
-    args += ["--index", str(kb.ws.index), "--config", str(kb.config_file)]
-    return StdioServerParameters(
-        command=sys.executable,
-        args=[*args, *(["--log-queries"] if log else [])],
-        env={
-            "HF_HUB_OFFLINE": "1",
-            "TRANSFORMERS_OFFLINE": "1",
-            "PYTHONPATH": str(REPO),
-            "OPENAI_BASE_URL": "",
-            "WIKIRAG_LLM_MODEL": "",
-        },
-        cwd=str(kb.root),
-    )
-
-
 def _mcp(kb: TestKB, log: bool) -> None:
     async def run() -> Any:
         async with (
-            stdio_client(_mcp_params(kb, log)) as (read, write),
+            stdio_client(mcp_stdio_params(kb, *(["--log-queries"] if log else []))) as (
+                read,
+                write,
+            ),
             ClientSession(read, write) as session,
         ):
             await session.initialize()
