@@ -123,12 +123,13 @@ class FusionConfig:
     # per-channel normalised scores (``normalization``), weights scaled to sum 1.
     # "dbsf": distribution-based score fusion as Qdrant ships it (mean +- 3 std, clipped),
     # weights scaled to sum 1. Definitions and the registries in engine/fusion.py.
-    # Default by measurement (benchmarks/bench_defaults.py over six question sets, CMRC,
-    # TiDB FAQ x2, Vue, GitLab handbook, the bundled wiki; docs/benchmarks.md): convex tmm
-    # with BM25 at 0.7 had the best mean hybrid MRR (0.788) of the configs whose hybrid
-    # stays within 0.005 MRR of the best single channel on every set; RRF 1:1 lost to the
-    # keyword channel on 4 of the 6 (by up to 0.070).
-    method: str = _registered(FUSIONS, default="convex")
+    # Default by measurement (benchmarks/bench_defaults.py, docs/benchmarks.md): with the
+    # ONNX embedder and passage vectors, dbsf at BM25 0.7 had the best mean hybrid MRR on
+    # all seven sets (CMRC, TiDB FAQ x2, Vue, GitLab handbook, the bundled wiki and its
+    # independent set) and beat its best single channel on every one (worst +0.0003);
+    # convex tmm, the round-2 default, trailed the vector channel on the independent wiki
+    # set by 0.002. RRF 1:1 lost to the keyword channel on 4 of 6 sets in round 2.
+    method: str = _registered(FUSIONS, default="dbsf")
     normalization: str = _registered(NORMALIZATIONS, default="tmm")  # convex only
     k: float = _num(60.0, 0.0, 10000.0)  # rrf only
     vector_weight: float = _num(0.3, 0.0, 100.0)

@@ -61,6 +61,6 @@ def test_a_config_saved_before_new_keys_existed_keeps_its_meaning():
     assert cfg.fusion.method == "rrf" and cfg.lexical.title_weight == 0.0
     # a hand-written partial config gets today's defaults
     partial = EngineConfig.from_yaml("fusion:\n  k: 30\n")
-    assert partial.fusion.method == EngineConfig().fusion.method == "convex"
+    assert partial.fusion.method == EngineConfig().fusion.method == "dbsf"
     # and a config saved today round-trips exactly
     assert EngineConfig.from_yaml(EngineConfig().to_yaml()) == EngineConfig()

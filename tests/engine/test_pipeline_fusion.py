@@ -186,9 +186,9 @@ def test_empty_channels_and_zero_weights_fuse_without_error() -> None:
 
 
 def test_switching_method_is_one_key_and_bad_values_are_one_line_errors() -> None:
-    assert EngineConfig().fusion.method == "convex"  # by measurement: docs/benchmarks.md
-    cfg = EngineConfig().with_overrides({"fusion.method": "dbsf"})
-    assert cfg.fusion.method == "dbsf" and cfg.hash != EngineConfig().hash
+    assert EngineConfig().fusion.method == "dbsf"  # by measurement: docs/benchmarks.md
+    cfg = EngineConfig().with_overrides({"fusion.method": "rrf"})
+    assert cfg.fusion.method == "rrf" and cfg.hash != EngineConfig().hash
     with pytest.raises(ConfigError, match=r"fusion\.method must be one of rrf, convex, dbsf"):
         EngineConfig().with_overrides({"fusion.method": "combsum"})
     with pytest.raises(ConfigError, match=r"fusion\.normalization must be one of"):
