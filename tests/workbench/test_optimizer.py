@@ -111,6 +111,8 @@ def test_cli_optimize_search_and_catalog_flags(ws, capsys) -> None:
     assert rc == 0
     out = capsys.readouterr().out
     assert "8 trials" in out and "3-fold CV" in out
+    # A dry run decides but writes nothing, and its decision line says so.
+    assert "decision: would be" in out and "(dry run)" in out and "new baseline" not in out
 
 
 def test_html_report_carries_the_study_figures(ws) -> None:

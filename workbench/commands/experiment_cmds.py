@@ -345,7 +345,7 @@ def _optimize_search(args: argparse.Namespace) -> int:
     lines += [f"  {n}" for n in study.notes]
     sys.stdout.write("\n".join(lines) + "\n")
     if res is not None:
-        _print_result(res, False)
+        _print_result(res, False, args.dry_run)
     return 0
 
 
