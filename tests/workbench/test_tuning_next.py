@@ -15,7 +15,7 @@ from workbench.cli import main
 from workbench.eval.golden import GoldenItem, GoldenSet
 from workbench.tune.experiment_history import trajectory
 from workbench.tune.experiment_store import ExperimentStore
-from workbench.tune.loop_figures import trajectory_figure
+from workbench.tune.loop_figures import tick_step, trajectory_figure
 from workbench.tune.next_steps import detectable_change, next_steps, sweep_values
 from workbench.tune.search_space import SEARCH_SPACE
 from workbench.tune.tried import earlier_try
@@ -145,6 +145,14 @@ def test_the_trajectory_plots_rolled_back_candidates_as_hollow_markers_on_an_int
     hollow = [t for t in fig.data if t.marker.symbol == "circle-open"]
     assert hollow and list(next(t for t in hollow if "mrr" in t.name).y) == [0.52, 0.58]
     assert fig.layout.xaxis.tickformat == "d" and fig.layout.xaxis.dtick == 1
+    assert fig.layout.xaxis.tickangle == 0 and fig.layout.legend.orientation == "h"
+
+
+@pytest.mark.parametrize(
+    ("last", "step"), [(1, 1), (10, 1), (11, 2), (20, 2), (26, 5), (51, 10), (101, 20), (999, 100)]
+)
+def test_the_trajectory_puts_at_most_ten_level_ticks_on_its_experiment_axis(last, step):
+    assert tick_step(last) == step and last / step <= 10
 
 
 CORE_MESSAGE_FILES = (

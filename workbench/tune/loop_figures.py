@@ -4,13 +4,13 @@ integer experiment axis."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from workbench.eval.measures import shown
 
 COLOURS = {"recall@5": "#0969da", "mrr": "#8250df", "hit@5": "#1a7f37"}
+MAX_TICKS = 10  # experiment numbers on the x axis; more crowd a half-width chart
 
 
 def _same(s: str) -> str:
@@ -68,11 +68,23 @@ def trajectory_figure(
             )
         prev = h or prev
     fig.update_layout(
-        height=340,
+        height=380,
         margin={"l": 10, "r": 10, "t": 30, "b": 10},
         xaxis_title=tr("experiment"),
         title=tr("Score trajectory (tune split)"),
+        # under the plot, not beside it: a side legend of six entries took half the width
+        legend={"orientation": "h", "yanchor": "top", "y": -0.22, "x": 0},
     )
-    # whole experiment numbers only (plotly's automatic ticks put 2.5 between two of them)
-    fig.update_xaxes(tickformat="d", dtick=max(1, math.ceil(len(points) / 25)), tick0=0)
+    # whole experiment numbers only (plotly's automatic ticks put 2.5 between two of them),
+    # few enough to stay level and apart in a narrow column
+    last = max(xs, default=0)
+    fig.update_xaxes(tickformat="d", dtick=tick_step(last), tick0=0, tickangle=0)
     return fig
+
+
+def tick_step(last: int, most: int = MAX_TICKS) -> int:
+    """The smallest of 1, 2, 5, 10, 20, 50, ... that puts at most ``most`` ticks on 0..last."""
+    step = 1
+    while last / step > most:
+        step = step * 5 // 2 if str(step)[0] == "2" else step * 2
+    return step

@@ -125,42 +125,35 @@ with ui.guarded(t("Experiments")):
     if shown is not None:
         tuning_widgets.decision(shown)
 
-    left, right = st.columns(2)
-    with left:
-        st.subheader(t("Trajectory"))
-        charts.trajectory_chart(trajectory(store))
-    with right:
-        st.subheader(t("Restore an accepted version"))
-        versions = store.accepted_versions()
-        if not versions:
-            st.caption(
-                t("No accepted versions yet: version 0 is written with the first experiment.")
-            )
-        else:
-            v = st.selectbox(
-                t("Version"),
-                [x["version"] for x in reversed(versions)],
-                key=state.EXPERIMENT_RESTORE_VERSION,
-            )
-            if st.button(
-                t("Restore version {v} as the baseline", v=v), key=state.EXPERIMENT_RESTORE
-            ):
-                said: list[str] = []  # a recovery notice must survive the rerun below
-                cfg = store.restore(int(v), notify=said.append)
-                resources.clear_data()
-                state.flash(
-                    " ".join(
-                        [
-                            *(f"⚠️ {m}." for m in said),
-                            t(
-                                "Baseline restored to version {v} (config {hash})",
-                                v=v,
-                                hash=cfg.hash,
-                            ),
-                        ]
-                    )
+    st.subheader(t("Trajectory"))
+    charts.trajectory_chart(trajectory(store))
+    st.subheader(t("Restore an accepted version"))
+    versions = store.accepted_versions()
+    if not versions:
+        st.caption(t("No accepted versions yet: version 0 is written with the first experiment."))
+    else:
+        v = st.selectbox(
+            t("Version"),
+            [x["version"] for x in reversed(versions)],
+            key=state.EXPERIMENT_RESTORE_VERSION,
+        )
+        if st.button(t("Restore version {v} as the baseline", v=v), key=state.EXPERIMENT_RESTORE):
+            said: list[str] = []  # a recovery notice must survive the rerun below
+            cfg = store.restore(int(v), notify=said.append)
+            resources.clear_data()
+            state.flash(
+                " ".join(
+                    [
+                        *(f"⚠️ {m}." for m in said),
+                        t(
+                            "Baseline restored to version {v} (config {hash})",
+                            v=v,
+                            hash=cfg.hash,
+                        ),
+                    ]
                 )
-                st.rerun()
+            )
+            st.rerun()
 
     st.subheader(t("Optimize (search)"))
     st.caption(
