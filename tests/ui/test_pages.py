@@ -144,6 +144,10 @@ def test_evaluate_runs_and_drills_down(ui_copy):
     }
     assert set(bands.values()) <= {"poor", "acceptable", "good", "excellent"}, bands
     assert len(list((ui_copy["experiments"] / "kb" / "runs").glob("*.json"))) == 1
+    # the run is listed by its config's label and time, not by its hash-like id
+    (shown,) = at.selectbox(key=state.EVAL_RUN).options
+    label = at.selectbox(key=state.CONFIG_CHOICE).value
+    assert shown.startswith(f"{label} · 20") and "saved " + shown in texts(at), shown
     at.radio(key=state.EVAL_MODE_SHOWN).set_value("keyword").run()
     at.selectbox(key=state.EVAL_DRILL).select("q002").run()
     assert not at.exception

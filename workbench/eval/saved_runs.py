@@ -114,22 +114,43 @@ def list_saved_runs(runs_dir: str | Path, limit: int | None = None) -> list[RunL
     return out
 
 
+def saved_run_name(path: Path) -> str:
+    """How a saved run is listed (``baseline · 2026-12-02 02:53``), read from the top of its
+    file; the run id when the record cannot be read."""
+    label, created = _head_field(path, "label"), _head_field(path, "created")
+    if label is None or created is None:
+        try:
+            return load_run_record(path).name
+        except EngineError:
+            return path.stem
+    return run_name(label, created)
+
+
 def _label_of(path: Path) -> str:
     """A record's label without parsing all of it when it is near the top of the file."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            head = f.read(4096)
-    except OSError:
-        return ""
-    marker = '"label": '
-    i = head.find(marker)
-    if i < 0:
+    label = _head_field(path, "label")
+    if label is None:
         try:
             return load_run_record(path).label
         except EngineError:
             return ""
+    return label
+
+
+def _head_field(path: Path, name: str) -> str | None:
+    """A text field written near the top of a record (``to_dict`` puts ``run_id``, ``label``
+    and ``created`` first); None when it is not in the first 4 KB or not text."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            head = f.read(4096)
+    except OSError:
+        return None
+    marker = f'"{name}": '
+    i = head.find(marker)
+    if i < 0:
+        return None
     try:
         value, _ = json.JSONDecoder().raw_decode(head, i + len(marker))
     except ValueError:
-        return ""
-    return value if isinstance(value, str) else ""
+        return None
+    return value if isinstance(value, str) else None

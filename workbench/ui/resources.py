@@ -23,6 +23,7 @@ from workbench.eval import golden, judgments
 from workbench.eval.engines import EngineCache
 from workbench.eval.evaluate import Evaluator, list_runs
 from workbench.eval.run_record import RunRecord, load_run_record
+from workbench.eval.saved_runs import saved_run_name
 from workbench.tune.experiment_store import ExperimentStore
 from workbench.workspace import Workspace, resolve
 
@@ -168,6 +169,21 @@ def run_record(path: Path) -> RunRecord:
 def run_paths(ws: Workspace) -> list[Path]:
     """Saved run records, newest first."""
     return list_runs(ws.runs_dir)
+
+
+@st.cache_data(show_spinner=False, max_entries=512)
+def _run_name(path: str, mtime: float) -> str:
+    return saved_run_name(Path(path))
+
+
+def run_names(paths: list[Path]) -> dict[str, str]:
+    """Run id -> how the run is listed (config label · time); a name two runs share gets
+    the run id after it, so a picker never shows two equal options."""
+    names = {p.stem: _run_name(str(p), _mtime(p)) for p in paths}
+    seen: dict[str, int] = {}
+    for n in names.values():
+        seen[n] = seen.get(n, 0) + 1
+    return {i: n if seen[n] == 1 else f"{n} ({i})" for i, n in names.items()}
 
 
 @st.cache_data(show_spinner=False, max_entries=16)

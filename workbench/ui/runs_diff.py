@@ -33,6 +33,7 @@ def runs_diff(ws: Workspace) -> None:
         default=names[:2][::-1],
         max_selections=4,
         key=state.RUNS_DIFF_PICK,
+        format_func=labelled(resources.run_names(paths)),
     )
     if len(picked) < 2:
         st.info(t("Pick at least two runs."))

@@ -10,7 +10,7 @@ from workbench.eval.evaluate import save_run
 from workbench.ui import charts, resources, state
 from workbench.ui import components as ui
 from workbench.ui.failures import failure_analysis
-from workbench.ui.i18n import t
+from workbench.ui.i18n import labelled, t
 
 st.title(t("Evaluate"))
 
@@ -80,6 +80,7 @@ with ui.guarded(t("Evaluate")):
                     kb_name=ws.name,
                 )
             ev.cache.save()
+            run.label = label  # the sidebar's config name: runs are listed by it, not by hash
             path = save_run(run, ws.runs_dir)
             state.show_run(path.stem)
             st.success(
@@ -89,7 +90,7 @@ with ui.guarded(t("Evaluate")):
                     s=f"{run.seconds:.1f}",
                     hits=run.cache_hits,
                     misses=run.cache_misses,
-                    name=path.name,
+                    name=resources.run_names([path])[path.stem],
                 )
             )
 
@@ -98,11 +99,12 @@ with ui.guarded(t("Evaluate")):
         st.info(t("No run yet: press **Run evaluation** above."))
         st.stop()
     ui.tune_link()
-    names = [p.stem for p in runs]
+    names = [p.stem for p in runs]  # run ids: the options, the deep link's value
+    run_names = resources.run_names(runs)
     linked = st.query_params.get("run")  # ?run=<id>: a pasted link opens that run
     if linked in names and state.changed("run_query_param", linked):
         state.show_run(linked)
-    pick = st.selectbox(t("Run shown"), names, key=state.EVAL_RUN)
+    pick = st.selectbox(t("Run shown"), names, key=state.EVAL_RUN, format_func=labelled(run_names))
     st.query_params["run"] = pick
     record = resources.run_record(runs[names.index(pick)])
 
@@ -113,8 +115,9 @@ with ui.guarded(t("Evaluate")):
     means = summary.means
     st.caption(
         t(
-            "run `{run}` · config `{hash}` · split {split} · {n} queries · p50 {p50} ms · "
-            "p95 {p95} ms",
+            "run **{name}** (`{run}`) · config `{hash}` · split {split} · {n} queries · "
+            "p50 {p50} ms · p95 {p95} ms",
+            name=record.name,
             run=record.run_id,
             hash=record.config_hash,
             split=record.split,

@@ -9,7 +9,7 @@ from workbench.export.formats import FORMATS, ExportSource, render
 from workbench.export.report import build_report
 from workbench.ui import components as ui
 from workbench.ui import resources, state
-from workbench.ui.i18n import t
+from workbench.ui.i18n import labelled, t
 
 st.title(t("Reports"))
 
@@ -23,7 +23,9 @@ with ui.guarded(t("Reports")):
         st.stop()
     names = [p.stem for p in runs]
     c = st.columns([2, 1, 1])
-    pick = c[0].selectbox(t("Run"), names, key=state.REPORT_RUN)
+    pick = c[0].selectbox(
+        t("Run"), names, key=state.REPORT_RUN, format_func=labelled(resources.run_names(runs))
+    )
     record = resources.run_record(runs[names.index(pick)])
     mode = c[1].selectbox(t("Mode"), record.modes, key=state.REPORT_MODE)
     view = c[2].radio(t("Preview"), ["Markdown", "HTML"], horizontal=True, key=state.REPORT_VIEW)
