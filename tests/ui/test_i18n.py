@@ -155,7 +155,7 @@ ALLOWED = {
 # reasons, the Markdown experiment log, scorecard findings, the report document, golden-set
 # check messages and the golden file's field names): known gaps, listed so that a page
 # fixed stays fixed and a new page is held to the rule.
-NOT_YET_TRANSLATED = ("experiments", "scorecard", "reports")
+NOT_YET_TRANSLATED = ("scorecard", "reports")
 _LATIN = re.compile(r"[A-Za-z][A-Za-z0-9]*[A-Za-z0-9]")
 _CODE = re.compile(r"`[^`]*`")
 

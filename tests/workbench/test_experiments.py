@@ -172,3 +172,22 @@ def test_ranking_key_treats_scaled_rrf_weights_as_one_config():
     a = base.with_overrides({"fusion.bm25_weight": 2.0})
     b = base.with_overrides({"fusion.vector_weight": 0.5})
     assert _ranking_key(a) == _ranking_key(b) != _ranking_key(base)
+
+
+def test_the_log_entry_made_from_the_stored_record_is_the_files_and_translates(tmp_path):
+    from workbench.tune.experiment_entry import entry_text
+    from workbench.tune.experiment_history import log_entry
+    from workbench.ui.i18n import catalog
+
+    store = ExperimentStore(tmp_path)
+    store.ensure_initial_version()
+    res = _result(store, accepted=False)
+    store.append(res)
+    written = store.log_md.read_text(encoding="utf-8")
+    (rec,) = [r for r in store.load_records() if r.get("number") == res.number]
+    # from the JSONL record (what the page reads) the entry is the file's, byte for byte
+    assert entry_text(rec, rule_name=res.decision.rule.name) in written
+    zh = catalog("zh")
+    text = log_entry(store, res.number, lambda s: zh.get(s, s))
+    assert text is not None and "### 实验 1：" in text and "**决策**：❌ 已回滚" in text
+    assert "**Date**" not in text and "(needs" not in text and "Rolled back" not in text

@@ -23,6 +23,7 @@ from workbench.eval.stats import (
     randomization_test,
     sign_test,
 )
+from workbench.tune.criterion_words import CORRECTIONS, DETAILS, NAMES, THRESHOLDS
 from workbench.tune.rule import STATISTICAL, AcceptanceRule
 
 EPS = 1e-9
@@ -178,7 +179,7 @@ def decide_scores(
 
 def _latency(rule: AcceptanceRule, lat: float) -> Criterion:
     return Criterion(
-        "latency p50 delta (ms)",
+        NAMES["latency"],
         lat,
         f"<= +{rule.max_latency_delta_ms:g}",
         lat <= rule.max_latency_delta_ms + EPS,
@@ -208,13 +209,19 @@ def _statistical(
         # change at most alpha/2 of the time (bench_rule.py measures the union).
         ok = c.ci_low > 0 or (c.delta > 0 and c.p_value < alpha)
         crit.append(
-            Criterion(f"{p} improves (CI low)", c.ci_low, f"> 0 or p < {alpha:g}", ok, detail)
+            Criterion(
+                NAMES["improves"].format(measure=p),
+                c.ci_low,
+                THRESHOLDS["improves"].format(alpha=f"{alpha:g}"),
+                ok,
+                detail,
+            )
         )
     else:
         worse = _one_sided_worse(c)
         crit.append(
             Criterion(
-                f"{p} not significantly worse (p)",
+                NAMES["not_worse"].format(measure=p),
                 worse,
                 f">= {alpha:g}",
                 worse >= alpha,
@@ -225,26 +232,31 @@ def _statistical(
         sp = sign_test(c.wins, c.losses)
         crit.append(
             Criterion(
-                f"sign test: losses > wins on {p} (p)",
+                NAMES["sign_test"].format(measure=p),
                 sp,
                 f">= {alpha:g}",
                 sp >= alpha,
-                f"{c.wins} wins / {c.losses} losses / {c.ties} ties",
+                DETAILS["counts"].format(wins=c.wins, losses=c.losses, ties=c.ties),
             )
         )
     if rule.slice_by:
         worst = min(tests, key=lambda t: (t.p_adjusted, t.delta), default=None)
-        corr = {"holm": "Holm", "bh": "Benjamini-Hochberg", "none": "uncorrected"}[rule.correction]
         if worst is None:
-            detail = f"no slice of {', '.join(rule.slice_by)} has >= {rule.min_slice_size} queries"
+            detail = DETAILS["no_slice"].format(
+                fields=", ".join(rule.slice_by), size=rule.min_slice_size
+            )
         else:
-            detail = (
-                f"{worst.slice} Δ {worst.delta:+.4f} (n={worst.size}, raw p={_p(worst.p_value)}); "
-                f"{len(tests)} slices, {corr}"
+            detail = DETAILS["worst_slice"].format(
+                slice=worst.slice,
+                delta=f"{worst.delta:+.4f}",
+                size=worst.size,
+                p=_p(worst.p_value),
+                slices=len(tests),
+                correction=CORRECTIONS[rule.correction],
             )
         crit.append(
             Criterion(
-                "worst slice worse (adjusted p)",
+                NAMES["worst_slice"],
                 worst.p_adjusted if worst else math.nan,
                 f">= {alpha:g}",
                 worst is None or worst.p_adjusted >= alpha,
@@ -256,18 +268,18 @@ def _statistical(
         if hold is None:
             crit.append(
                 Criterion(
-                    f"holdout {p} not significantly worse (p)",
+                    NAMES["holdout"].format(measure=p),
                     math.nan,
                     f">= {alpha:g}",
                     True,
-                    "no holdout queries" if holdout is not None else "no holdout run given",
+                    DETAILS["no_holdout"] if holdout is not None else DETAILS["no_holdout_run"],
                 )
             )
         else:
             worse = _one_sided_worse(hold)
             crit.append(
                 Criterion(
-                    f"holdout {p} not significantly worse (p)",
+                    NAMES["holdout"].format(measure=p),
                     worse,
                     f">= {alpha:g}",
                     worse >= alpha,
@@ -350,47 +362,55 @@ def _strict(
     worst_slice = min(slices.values(), default=0.0)
     if require_improvement:
         first = Criterion(
-            f"{p} delta",
+            NAMES["delta"].format(measure=p),
             head,
             f">= +{rule.min_primary_delta}",
             head >= rule.min_primary_delta - EPS,
         )
     else:
         first = Criterion(
-            f"{p} delta",
+            NAMES["delta"].format(measure=p),
             head,
             f">= -{rule.min_primary_delta}",
             head >= -rule.min_primary_delta - EPS,
         )
     return [
         first,
-        Criterion("mrr delta", mrr, f">= {rule.min_mrr_delta}", mrr >= rule.min_mrr_delta - EPS),
         Criterion(
-            "hit@5 delta", hit, f">= {rule.min_hit5_delta}", hit >= rule.min_hit5_delta - EPS
+            NAMES["delta"].format(measure="mrr"),
+            mrr,
+            f">= {rule.min_mrr_delta}",
+            mrr >= rule.min_mrr_delta - EPS,
+        ),
+        Criterion(
+            NAMES["delta"].format(measure="hit@5"),
+            hit,
+            f">= {rule.min_hit5_delta}",
+            hit >= rule.min_hit5_delta - EPS,
         ),
         _latency(rule, lat),
         Criterion(
-            "regressed queries",
+            NAMES["regressed"],
             float(len(regressed)),
             f"<= {rule.max_regressed_queries}",
             len(regressed) <= rule.max_regressed_queries,
         ),
         Criterion(
-            "largest query regression",
+            NAMES["largest"],
             max((d for _, d in regressed), default=0.0),
             f"<= {rule.max_query_regression}",
             all(d <= rule.max_query_regression + EPS for _, d in regressed),
         ),
         Criterion(
-            f"worst slice delta ({p})",
+            NAMES["slice_delta"].format(measure=p),
             worst_slice,
             f">= -{rule.max_slice_regression}",
             worst_slice >= -rule.max_slice_regression - EPS,
         ),
         Criterion(
-            "mrr not significantly worse (p)",
+            NAMES["not_worse"].format(measure="mrr"),
             comps["mrr"].p_value,
-            f">= {rule.alpha} or delta >= 0",
+            THRESHOLDS["not_worse_or_gain"].format(alpha=rule.alpha),
             mrr >= 0 or comps["mrr"].p_value >= rule.alpha,
         ),
     ]

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from workbench.eval.messages import Message
+
 
 @dataclass(frozen=True)
 class Strategy:
@@ -18,6 +20,17 @@ class Strategy:
     why: str
     candidates: tuple[dict[str, Any], ...]  # each: config overrides for one experiment
 
+
+RISKS = ("low", "medium", "high")
+# How the catalog walk titles and annotates the experiments it logs (English in the log;
+# the UI finds these shapes again to show them translated).
+WALK_TITLE = Message("{strategy}: {change}")
+WALK_NOTES = Message("auto-optimize; risk {risk}. {why}")
+MANUAL_TIER = "manual"  # the tier of a change typed by hand (experiment try's default)
+# The tiers the workbench's own pages and the optimizer write (a person's --strategy text
+# is theirs and stays as typed).
+OPTIMIZER_TIER = "optimize (Optuna TPE, cross-validated)"
+SOURCE_TIERS = (MANUAL_TIER, "tune page", "sweep", "scorecard", OPTIMIZER_TIER, "restore")
 
 TIER_NAMES = {
     1: "Tier 1 (quick wins)",
@@ -127,3 +140,46 @@ CATALOG: tuple[Strategy, ...] = (
 
 def strategies(tiers: set[int] | None = None) -> list[Strategy]:
     return [s for s in CATALOG if tiers is None or s.tier in tiers]
+
+
+def texts() -> list[str]:
+    """The catalog's words a person reads: the UI's catalog needs a translation of each."""
+    named = [w for s in CATALOG for w in (s.name, s.why)]
+    return [*TIER_NAMES.values(), *RISKS, *SOURCE_TIERS, *dict.fromkeys(named)]
+
+
+def change_text(change: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in change.items())
+
+
+def walk_title(s: Strategy, change: dict[str, Any]) -> str:
+    return WALK_TITLE.key.format(strategy=s.name, change=change_text(change))
+
+
+def walk_notes(s: Strategy) -> str:
+    return WALK_NOTES.key.format(risk=s.risk, why=s.why)
+
+
+def title_message(title: str) -> Message:
+    """A logged title as a message: a catalog walk's ``<strategy>: <change>`` translates
+    its strategy name; any other title (typed by a person) stays as it is."""
+    for s in CATALOG:
+        if title.startswith(s.name + ": "):
+            change = title.removeprefix(s.name + ": ")
+            return Message(WALK_TITLE.key, {"strategy": Message(s.name), "change": change})
+    return Message("{text}", {"text": title})
+
+
+def tier_message(tier: str) -> Message:
+    """A logged tier: a catalog tier's name or one the workbench writes translates; a free
+    text stays."""
+    known = tier in TIER_NAMES.values() or tier in SOURCE_TIERS
+    return Message(tier) if known else Message("{text}", {"text": tier})
+
+
+def notes_message(notes: str) -> Message:
+    """Logged notes: the catalog walk's own notes translate; a person's notes stay."""
+    for s in CATALOG:
+        if notes == walk_notes(s):
+            return Message(WALK_NOTES.key, {"risk": Message(s.risk), "why": Message(s.why)})
+    return Message("{text}", {"text": notes})

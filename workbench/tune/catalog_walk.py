@@ -8,7 +8,7 @@ from typing import Any
 from engine.config import EngineConfig, affects_index
 from engine.errors import EngineError
 from workbench.eval.evaluate import Evaluator
-from workbench.tune.catalog import TIER_NAMES, strategies
+from workbench.tune.catalog import TIER_NAMES, strategies, walk_notes, walk_title
 from workbench.tune.experiment_log import ExperimentResult
 from workbench.tune.experiment_store import ExperimentStore
 from workbench.tune.experiments import run_experiment
@@ -46,9 +46,9 @@ def optimize(
             ws,
             evaluator_for,
             change,
-            title=f"{strat.name}: " + ", ".join(f"{k}={v}" for k, v in change.items()),
+            title=walk_title(strat, change),
             tier=TIER_NAMES[strat.tier],
-            notes=f"auto-optimize; risk {strat.risk}. {strat.why}",
+            notes=walk_notes(strat),
         )
         results.append(res)
     if progress:

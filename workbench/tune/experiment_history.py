@@ -4,8 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from workbench.eval.messages import Translate
+from workbench.tune.catalog import tier_message, title_message
+from workbench.tune.experiment_entry import entry_text
 from workbench.tune.experiment_store import ExperimentStore
 from workbench.tune.verdict import from_record
+
+DECISIONS = ("accepted", "rolled back", "restored")  # what a record decided, as logged
 
 
 def trajectory(store: ExperimentStore) -> list[dict[str, Any]]:
@@ -37,8 +42,10 @@ def trajectory(store: ExperimentStore) -> list[dict[str, Any]]:
     return points
 
 
-def log_rows(store: ExperimentStore) -> list[dict[str, Any]]:
-    """The log as table rows, newest first: what changed, the decision, tune/holdout deltas."""
+def log_rows(store: ExperimentStore, translate: Translate | None = None) -> list[dict[str, Any]]:
+    """The log as table rows, newest first: what changed, the decision, tune/holdout deltas;
+    titles, tiers, decisions and verdicts in the words ``translate`` gives."""
+    tr = translate or _same
     rows = []
     for r in reversed(store.load_records()):
         base, res = r.get("baseline") or {}, r.get("result") or {}
@@ -48,30 +55,33 @@ def log_rows(store: ExperimentStore) -> list[dict[str, Any]]:
             a, b = (base.get(split) or {}).get(m), (res.get(split) or {}).get(m)
             return None if a is None or b is None else round(float(b) - float(a), 4)
 
+        decision = str(r.get("decision", ""))
         rows.append(
             {
                 "number": int(r.get("number", 0)),
                 "date": str(r.get("date", "")),
-                "title": str(r.get("title", "")),
-                "decision": str(r.get("decision", "")),
+                "title": title_message(str(r.get("title", ""))).render(translate),
+                "decision": tr(decision) if decision in DECISIONS else decision,
                 "measure": primary,
                 "tune Δ": delta("tune", primary),
                 "holdout Δ": delta("holdout", primary),
-                "tier": str(r.get("tier", "")),
-                "verdict": v.text() if (v := from_record(r)) else "",
+                "tier": tier_message(str(r.get("tier", ""))).render(translate),
+                "verdict": v.text(translate) if (v := from_record(r)) else "",
             }
         )
     return rows
 
 
-def log_entry(store: ExperimentStore, number: int) -> str | None:
-    """Experiment ``number``'s entry in the Markdown log (what a deep link opens), or None."""
-    if not store.log_md.is_file():
-        return None
-    text = store.log_md.read_text(encoding="utf-8")
-    head = f"\n### Experiment {number}:"
-    start = text.find(head)
-    if start < 0:
-        return None
-    end = text.find("\n### Experiment ", start + len(head))
-    return text[start : end if end >= 0 else len(text)].strip()
+def _same(text: str) -> str:
+    return text
+
+
+def log_entry(
+    store: ExperimentStore, number: int, translate: Translate | None = None
+) -> str | None:
+    """Experiment ``number``'s entry in the log (what a deep link opens), made from its
+    record in the words ``translate`` gives; None when the log has no such experiment."""
+    for r in store.load_records():
+        if r.get("number") == number and r.get("decision") in DECISIONS:
+            return entry_text(r, translate).strip()
+    return None

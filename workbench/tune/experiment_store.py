@@ -27,13 +27,8 @@ from engine.atomic import atomic_append_text, atomic_write_text
 from engine.config import EngineConfig
 from engine.errors import EngineError
 from engine.yaml_safe import short
-from workbench.tune.experiment_log import (
-    LOG_HEADER,
-    ExperimentResult,
-    format_log_entry,
-    now,
-    one_line,
-)
+from workbench.tune.experiment_entry import LOG_HEADER, RESTORE_TITLE, entry_text, one_line
+from workbench.tune.experiment_log import ExperimentResult, format_log_entry, now
 
 
 class ExperimentStore:
@@ -261,7 +256,7 @@ class ExperimentStore:
         atomic_write_text(self.baseline, cfg.to_yaml())
         rec = {
             "number": self.next_number(),
-            "title": f"Restore baseline v{version}",
+            "title": RESTORE_TITLE.key.format(v=version),
             "date": now(),
             "tier": "restore",
             "decision": "restored",
@@ -270,11 +265,7 @@ class ExperimentStore:
             "result": {"hash": cfg.hash},
         }
         atomic_append_text(self.records, json.dumps(rec, ensure_ascii=False) + "\n")
-        self._append_log(
-            f"\n### Experiment {rec['number']}: Restore baseline v{version}\n\n"
-            f"- **Date**: {rec['date']}\n- **Decision**: ↩️ Restored version {version} "
-            f"(config {cfg.hash})\n",
-        )
+        self._append_log(entry_text(rec))
         return cfg
 
 

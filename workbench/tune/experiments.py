@@ -18,7 +18,8 @@ from workbench.eval import golden
 from workbench.eval.evaluate import EvalRun, Evaluator
 from workbench.tune import rule as rules
 from workbench.tune.acceptance import Criterion, Decision, decide
-from workbench.tune.experiment_log import ExperimentResult, now, one_line
+from workbench.tune.experiment_entry import one_line
+from workbench.tune.experiment_log import ExperimentResult, now
 from workbench.tune.experiment_store import ExperimentStore
 from workbench.tune.rule import STATISTICAL, AcceptanceRule
 from workbench.workspace import Workspace

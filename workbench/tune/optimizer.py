@@ -35,6 +35,7 @@ from workbench.eval.evaluate import Evaluator, parent_function
 from workbench.tune import rule as rules
 from workbench.tune import size_guard
 from workbench.tune.acceptance import Criterion
+from workbench.tune.catalog import OPTIMIZER_TIER
 from workbench.tune.experiment_log import ExperimentResult
 from workbench.tune.experiment_store import ExperimentStore
 from workbench.tune.experiments import run_experiment
@@ -49,7 +50,6 @@ from workbench.workspace import Workspace
 K_FOLDS = 5
 DEFAULT_TRIALS = 100
 DEFAULT_MEASURE = "mrr"  # run_study's default; optimize() takes the rule's primary measure
-TIER = "optimize (Optuna TPE, cross-validated)"
 
 ProgressFn = Callable[[int, int, str], None]
 
@@ -277,7 +277,7 @@ def _search_and_submit(
         {k: new for k, (_, new) in changes.items()},
         title=f"Optuna trial {study.pick} of {len(study.trials)}: "
         + ", ".join(f"{k}={_short(v)}" for k, (_, v) in changes.items()),
-        tier=TIER,
+        tier=OPTIMIZER_TIER,
         notes=(
             f"{study.k_folds}-fold CV {study.measure} {cv['baseline']:.4f} -> {cv['pick']:.4f} "
             f"(best trial {study.best}: {cv['best']:.4f}; nested-CV estimate of the search's "

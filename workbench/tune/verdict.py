@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from workbench.eval.messages import Message
+from workbench.eval.messages import Message, Translate
 from workbench.tune.acceptance import Criterion, Decision
 
 MEASURE_NAMES = {
@@ -80,12 +80,12 @@ class Verdict:
             },
         )
 
-    def text(self) -> str:
+    def text(self, translate: Translate | None = None) -> str:
         """The headline, plus the reasons after it when it was not accepted."""
-        head = self.message.render()
+        head = self.message.render(translate)
         if not self.reasons:
             return head
-        return head + " (" + "; ".join(r.render() for r in self.reasons) + ")"
+        return head + " (" + "; ".join(r.render(translate) for r in self.reasons) + ")"
 
     def to_dict(self) -> dict[str, Any]:
         return {

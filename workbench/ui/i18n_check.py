@@ -36,9 +36,11 @@ def ui_strings(root: Path = UI) -> dict[str, list[str]]:
 
 def core_messages(root: Path = UI.parent) -> dict[str, list[str]]:
     """Every text the core hands the UI as a ``Message``: literal ``Message("...")`` keys in
-    workbench/ outside the UI, the miss causes, the scorecard's dimension names and the
-    verdict's words and templates."""
+    workbench/ outside the UI, the miss causes, the scorecard's dimension names, the
+    verdict's words and templates, the strategy catalog's words and the acceptance
+    criteria's templates."""
     from workbench.eval.attribution import CAUSES
+    from workbench.tune import catalog, criterion_words
     from workbench.tune.dimension import NAMES
     from workbench.tune.verdict import OUTCOME_WORDS, Verdict
 
@@ -49,7 +51,8 @@ def core_messages(root: Path = UI.parent) -> dict[str, list[str]]:
     for text, where in _literal_calls(core, "Message"):
         if text:  # an empty Message default is no key
             found.setdefault(text, []).append(where)
-    for text in [*CAUSES.values(), *OUTCOME_WORDS.values(), *NAMES.values()]:
+    words = [*CAUSES.values(), *OUTCOME_WORDS.values(), *NAMES.values()]
+    for text in [*words, *catalog.texts(), *criterion_words.texts()]:
         found.setdefault(text, []).append("words")
     for better in (1, 2):  # the headline's template names "query" or "queries"
         v = Verdict("mrr", 0, 0, 0, 1, 95, better, 0, 0, "accepted", ())

@@ -11,16 +11,24 @@ import streamlit as st
 from engine.config import all_keys
 from workbench.tune import optimizer
 from workbench.tune import rule as rules
-from workbench.tune.catalog import CATALOG, TIER_NAMES, Strategy
+from workbench.tune.catalog import CATALOG, TIER_NAMES, Strategy, change_text, title_message
 from workbench.tune.catalog_walk import optimize
+from workbench.tune.experiment_entry import log_text
 from workbench.tune.experiment_history import log_entry, log_rows, trajectory
 from workbench.tune.experiment_store import ExperimentStore
 from workbench.tune.experiments import run_experiment
 from workbench.tune.study import load_studies
 from workbench.tune.study_figures import study_figures
+from workbench.tune.verdict import from_decision
 from workbench.ui import charts, resources, state, tuning_widgets
 from workbench.ui import components as ui
 from workbench.ui.i18n import labelled, t
+
+
+def preset_labels() -> dict[str, str]:
+    """The acceptance presets' names in the UI's language (the values stay the ids)."""
+    return {"statistical": t("statistical"), "strict": t("strict")}
+
 
 st.title(t("Experiments"))
 if msg := state.flash():
@@ -51,18 +59,19 @@ with ui.guarded(t("Experiments")):
     own_pick = f"{own_rule.name} (this KB)"
     own_label = t("{name} (this KB)", name=own_rule.name)
     choices = ([own_pick] if own_rule.is_file() else []) + list(rules.PRESETS)
+    rule_labels = {own_pick: own_label, **preset_labels()}
     rule_pick = st.selectbox(
         t("Acceptance rule"),
         choices,
         key=state.EXPERIMENT_RULE,
-        format_func=lambda c: own_label if c == own_pick else c,
+        format_func=labelled(rule_labels),
         help=t(
             "statistical scales with the set (tests, not counts); strict keeps absolute "
             "thresholds for sets under ~50 queries. Edit experiments/<kb>/rule.yaml to change it."
         ),
     )
     rule = rules.PRESETS.get(rule_pick) or rules.resolve(ws.experiments)
-    with st.expander(t("Effective rule: {name}", name=rule.name)):
+    with st.expander(t("Effective rule: {name}", name=rule_labels.get(rule.name, rule.name))):
         st.code(rule.to_yaml(), language="yaml")
 
     st.subheader(t("One change"))
@@ -70,15 +79,24 @@ with ui.guarded(t("Experiments")):
     manual = "(choose a knob yourself)"  # the option value; its label is translated
     manual_label = t("(choose a knob yourself)")
     suggestions: dict[str, tuple[Strategy, dict[str, Any]] | None] = {manual: None}
+    suggestion_labels = {manual: manual_label}
     for s in CATALOG:
         for change in s.candidates:
-            text = ", ".join(f"{k}={v}" for k, v in change.items())
-            suggestions[f"{TIER_NAMES[s.tier]} · {s.name}: {text} (risk {s.risk})"] = (s, change)
+            text = change_text(change)
+            option = f"{TIER_NAMES[s.tier]} · {s.name}: {text} (risk {s.risk})"
+            suggestions[option] = (s, change)
+            suggestion_labels[option] = t(
+                "{tier} · {strategy}: {change} (risk {risk})",
+                tier=t(TIER_NAMES[s.tier]),
+                strategy=t(s.name),
+                change=text,
+                risk=t(s.risk),
+            )
     pick = st.selectbox(
         t("Suggestion from the strategy catalog"),
         list(suggestions),
         key=state.EXPERIMENT_SUGGEST,
-        format_func=lambda p: manual_label if p == manual else p,
+        format_func=labelled(suggestion_labels),
     )
     chosen = suggestions[pick]
     if chosen is None:
@@ -94,7 +112,7 @@ with ui.guarded(t("Experiments")):
     else:
         strat, overrides = chosen
         tier, why = TIER_NAMES[strat.tier], strat.why
-        st.info(why)
+        st.info(t(why))
     changes = {k: (base.get(k), v) for k, v in overrides.items() if base.get(k) != v}
     st.markdown(
         t("Change:")
@@ -182,8 +200,8 @@ with ui.guarded(t("Experiments")):
                 q=guard.queries,
                 p=guard.params,
                 carried=guard.carried_params,
-                mde="n/a" if guard.mde is None else f"{guard.mde:.3f}",
-                seen="n/a" if guard.effects_seen is None else f"{guard.effects_seen:.3f}",
+                mde=t("n/a") if guard.mde is None else f"{guard.mde:.3f}",
+                seen=t("n/a") if guard.effects_seen is None else f"{guard.effects_seen:.3f}",
             )
         )
         yes = st.checkbox(t("Search anyway"), key=state.OPTIMIZE_YES)
@@ -287,10 +305,12 @@ with ui.guarded(t("Experiments")):
                 [
                     {
                         "#": r.number,
-                        t("change"): r.title,
+                        t("change"): title_message(r.title).render(t),
                         t("decision"): t("accepted") if r.decision.accepted else t("rolled back"),
                         "recall@5": f"{r.base_tune.get('recall@5', 0):.3f} → {r.cand_tune.get('recall@5', 0):.3f}",
-                        t("why not"): "; ".join(r.decision.reasons),
+                        t("why not"): "; ".join(
+                            m.render(t) for m in from_decision(r.decision).reasons
+                        ),
                     }
                     for r in results
                 ]
@@ -300,25 +320,36 @@ with ui.guarded(t("Experiments")):
         )
 
     st.subheader(t("Optimization log"))
-    rows = log_rows(store)
+    rows = log_rows(store, t)
     if rows:
         numbers = [str(r["number"]) for r in rows]
+        headers = {
+            "number": "#",
+            "date": t("date"),
+            "title": t("change"),
+            "decision": t("decision"),
+            "measure": t("measure"),
+            "tune Δ": t("tune Δ"),
+            "holdout Δ": t("holdout Δ"),
+            "tier": t("tier"),
+            "verdict": t("verdict"),
+        }
         clicked = ui.clickable_table(  # sortable by any column; newest first
-            pd.DataFrame(rows),
+            pd.DataFrame(rows).rename(columns=headers),
             numbers,
             state.EXPERIMENT_LOG_TABLE,
             width="stretch",
             height=ui.fitted_height(len(rows), 360),
             column_config={
-                "number": st.column_config.NumberColumn("#", format="%d"),
-                "tune Δ": st.column_config.NumberColumn(format="%+.3f"),
-                "holdout Δ": st.column_config.NumberColumn(format="%+.3f"),
+                "#": st.column_config.NumberColumn("#", format="%d"),
+                headers["tune Δ"]: st.column_config.NumberColumn(format="%+.3f"),
+                headers["holdout Δ"]: st.column_config.NumberColumn(format="%+.3f"),
             },
         )
         if clicked is not None:
             st.query_params["experiment"] = clicked
         linked = st.query_params.get("experiment")  # ?experiment=<n>: a pasted link
-        entry = log_entry(store, int(linked)) if linked and linked.isdigit() else None
+        entry = log_entry(store, int(linked), t) if linked and linked.isdigit() else None
         if entry is not None:
             with st.container(border=True):
                 st.markdown(entry.replace("### ", "#### ", 1))
@@ -327,9 +358,7 @@ with ui.guarded(t("Experiments")):
         else:
             st.caption(t("Click a row to open its entry; the URL then links to it."))
         with st.expander(t("The log as Markdown ({path})", path=store.log_md.name)):
-            if store.log_md.is_file():
-                st.markdown(
-                    store.log_md.read_text(encoding="utf-8").replace("# Optimization log\n", "", 1)
-                )
+            # made from experiments.jsonl, so it reads in the UI's language (the file: English)
+            st.markdown(log_text(store.load_records(), t))
     else:
         st.caption(t("No log yet at `{path}`.", path=store.log_md))
