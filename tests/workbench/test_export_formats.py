@@ -131,3 +131,19 @@ def test_eval_and_report_write_the_same_trec_files(tmp_path: Path, monkeypatch) 
         out = tmp_path / fmt
         assert main(["report", "--format", fmt, "--out", str(out)]) == 0
         assert out.read_text(encoding="utf-8") == render(fmt, fresh)
+
+
+def test_a_translator_turns_the_reports_own_words_and_leaves_the_data(source) -> None:
+    import dataclasses
+
+    from workbench.ui.i18n import catalog
+
+    zh = catalog("zh")
+    report = build_report(None, source.record, log_records=[])
+    english = {name: render(name, source) for name in ("md", "html")}
+    chinese = dataclasses.replace(source, translate=lambda s: zh.get(s, s))
+    md, page = render("md", chinese), render("html", chinese)
+    assert "## 指标" in md and "## Metrics" not in md and "WikiRAG 评测报告" in md
+    assert "<h2>指标</h2>" in page and "<h2>Metrics</h2>" not in page
+    assert f"| {report.queries[0]['id']} |" in md  # ids and the golden set are data
+    assert "## Metrics" in english["md"] and "<h2>Metrics</h2>" in english["html"]

@@ -17,6 +17,7 @@ from workbench.eval import judgments as J
 from workbench.eval import metrics as M
 from workbench.eval.evaluate import EvalRun, QueryResult
 from workbench.eval.golden import GoldenItem, GoldenSet
+from workbench.eval.messages import Message
 
 UNJUDGED_K = 10
 WARN_SHARE = 0.05  # Quepid's rule of thumb for a comparison worth reading
@@ -65,15 +66,26 @@ def unjudged_share(
     return unjudged / slots if slots else 0.0
 
 
-def share_note(share: float, k: int = UNJUDGED_K) -> str:
-    """The share in words and, above the threshold, why it matters (CLI, reports)."""
-    warn = (
-        f"  WARNING: above {WARN_SHARE:.0%}; rate them (`wikirag judge`) before trusting "
-        "a comparison"
+def share_message(share: float, k: int = UNJUDGED_K, *, sentence: bool = False) -> Message:
+    """The share in words and, above the threshold, why it matters; ``sentence`` starts it
+    with a capital (a report's note)."""
+    warn: Message | str = (
+        Message(
+            "  WARNING: above {limit}; rate them (`wikirag judge`) before trusting a comparison",
+            {"limit": f"{WARN_SHARE:.0%}"},
+        )
         if share > WARN_SHARE
         else ""
     )
-    return f"unjudged in top {k}: {share:.1%}{warn}"
+    params = {"k": k, "share": f"{share:.1%}", "warning": warn}
+    if sentence:
+        return Message("Unjudged in top {k}: {share}{warning}", params)
+    return Message("unjudged in top {k}: {share}{warning}", params)
+
+
+def share_note(share: float, k: int = UNJUDGED_K) -> str:
+    """The share in words and, above the threshold, why it matters (CLI)."""
+    return share_message(share, k).render()
 
 
 def share_line(label: str, share: float, k: int = UNJUDGED_K) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from workbench.eval.measures import shown
+from workbench.eval.messages import Translate
 from workbench.export.report import Report
 
 # Report figures carry their own look: a figure left on plotly's *default* template picks
@@ -38,35 +39,45 @@ def style_figure(fig: Any) -> Any:
     return fig
 
 
-def report_figures(report: Report) -> dict[str, list[Any]]:
+def report_figures(report: Report, translate: Translate | None = None) -> dict[str, list[Any]]:
     """Plotly figures per section: category/difficulty/language bars, failure causes,
-    the optimization trajectory."""
+    the optimization trajectory; titles and axes in the words ``translate`` gives."""
     import plotly.graph_objects as go
+
+    from workbench.export.markdown_report import BY
+
+    def tr(text: str) -> str:
+        return translate(text) if translate and text else text
 
     figs: dict[str, list[Any]] = {"categories": [], "failures": [], "optimizations": []}
     for by, groups in report.breakdowns.items():
         if not groups:
             continue
         names = list(groups)
+        shown_names = [tr(g) for g in names] if by == "difficulty" else names
         fig = go.Figure(
             [
-                go.Bar(name=m, x=names, y=[groups[g].get(m, 0.0) for g in names])
+                go.Bar(name=m, x=shown_names, y=[groups[g].get(m, 0.0) for g in names])
                 for m in shown("chart")
             ]
         )
         fig.update_layout(
-            title=f"By {by}", barmode="group", yaxis_range=[0, 1], height=340, xaxis_type="category"
+            title=tr(BY[by]) if by in BY else tr("By {by}").format(by=by),
+            barmode="group",
+            yaxis_range=[0, 1],
+            height=340,
+            xaxis_type="category",
         )
         figs["categories"].append(fig)
     if report.failures:
         fig = go.Figure(
             go.Bar(
                 x=[len(f["queries"]) for f in report.failures],
-                y=[f["label"] for f in report.failures],
+                y=[tr(f["label"]) for f in report.failures],
                 orientation="h",
             )
         )
-        fig.update_layout(title="Misses at K=5 by cause", height=300, xaxis_title="queries")
+        fig.update_layout(title=tr("Misses at K=5 by cause"), height=300, xaxis_title=tr("queries"))
         figs["failures"].append(fig)
     if report.trajectory:
         xs = [p["experiment"] for p in report.trajectory]
@@ -74,8 +85,8 @@ def report_figures(report: Report) -> dict[str, list[Any]]:
         for m in shown("chart"):
             fig.add_scatter(x=xs, y=[p.get(m, 0.0) for p in report.trajectory], name=m)
         fig.update_layout(
-            title="Tune score after each experiment",
-            xaxis_title="experiment",
+            title=tr("Tune score after each experiment"),
+            xaxis_title=tr("experiment"),
             xaxis_dtick=1,
             height=340,
         )

@@ -18,6 +18,7 @@ from typing import Any
 
 from engine.atomic import atomic_write_text
 from workbench.eval.golden import GoldenSet
+from workbench.eval.messages import Translate
 from workbench.eval.run_record import RunRecord
 from workbench.eval.trec import format_qrels, format_ranked
 from workbench.export.csv_writer import to_csv
@@ -36,6 +37,8 @@ class ExportSource:
     mode: str
     report: Report | None = None
     qrels: Mapping[str, Mapping[str, int]] | None = None
+    # the report's own words in the reader's language (the UI's translator); None: English
+    translate: Translate | None = None
 
     def need_report(self, fmt: str) -> Report:
         if self.report is None:
@@ -84,11 +87,11 @@ def _trec_qrels(src: ExportSource) -> str:
 
 
 def _html(s: ExportSource) -> str:
-    return render_html(s.need_report("html"))
+    return render_html(s.need_report("html"), translate=s.translate)
 
 
 def _markdown(s: ExportSource) -> str:
-    return render_markdown(s.need_report("md"))
+    return render_markdown(s.need_report("md"), s.translate)
 
 
 def _csv(s: ExportSource) -> str:

@@ -23,9 +23,12 @@ from markupsafe import Markup
 
 from workbench.eval.attribution import CAUSES
 from workbench.eval.measures import shown
+from workbench.eval.messages import Translate
 from workbench.eval.metrics import DEFAULT_FAMILIES
 from workbench.export.figures import report_figures, style_figure
+from workbench.export.markdown_report import BY
 from workbench.export.report import KS, SECTIONS, Report, pair_text
+from workbench.tune.catalog import tier_message, title_message
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -60,12 +63,16 @@ def _environment() -> jinja2.Environment:
     return env
 
 
-def render_html(report: Report, *, include_plotlyjs: bool = True) -> str:
+def render_html(
+    report: Report, *, include_plotlyjs: bool = True, translate: Translate | None = None
+) -> str:
     """One self-contained HTML file (plotly.js inlined once; no network access needed).
 
     ``include_plotlyjs=False`` leaves plotly.js out (smaller; the charts then need it
-    from elsewhere) — for previews inside a page that already loaded it.
+    from elsewhere) — for previews inside a page that already loaded it. ``translate``
+    gives the report's own words in the reader's language (English without it).
     """
+    tr = translate or _same
     plotly_js = Markup("")
     if include_plotlyjs:
         from plotly.offline import get_plotlyjs
@@ -82,54 +89,69 @@ def render_html(report: Report, *, include_plotlyjs: bool = True) -> str:
             )
             for f in figs
         ]
-        for section, figs in report_figures(report).items()
+        for section, figs in report_figures(report, translate).items()
     }
     return (
         _environment()
         .get_template("report.html.j2")
         .render(
             report=report,
-            sections=SECTIONS,
+            report_title=report.title_text(translate),
+            notes=report.note_texts(translate),
+            sections=[(sid, m.render(translate)) for sid, m in SECTIONS],
             plotly_js=plotly_js,
             figures=figures,
-            **_tables(report),
+            t=tr,
+            th=lambda text: Markup(tr(text)),  # the catalog's own markup, not user text
+            **_tables(report, tr),
         )
     )
 
 
-def _tables(report: Report) -> dict[str, Any]:
+def _same(text: str) -> str:
+    return text
+
+
+def _word(tr: Translate, text: Any) -> Any:
+    return tr(text) if isinstance(text, str) and text else text
+
+
+def _tables(report: Report, tr: Translate = _same) -> dict[str, Any]:
     """The report's tables and cards with numbers formatted as the page shows them."""
     means, lat = report.means, report.latency
     cards = [(m, f"{means.get(m, 0.0):.3f}") for m in shown("headline")] + [
-        (f"latency {p} (ms)", f"{lat.get(p, 0.0):.1f}") for p in ("p50", "p95")
+        (tr("latency {p} (ms)").format(p=p), f"{lat.get(p, 0.0):.1f}") for p in ("p50", "p95")
     ]
     metric_table = Table(
-        ["measure", *(f"@{k}" for k in KS)],
+        [tr("measure"), *(f"@{k}" for k in KS)],
         [[m, *(f"{means.get(f'{m}@{k}', 0.0):.3f}" for k in KS)] for m in DEFAULT_FAMILIES],
         frozenset(range(1, len(KS) + 1)),
     )
     results_table = Table(
         [
-            "id",
-            "query",
-            "difficulty",
-            "category",
-            "recall@5",
-            "mrr",
-            "first relevant rank",
-            "cause",
+            tr(h)
+            for h in (
+                "id",
+                "query",
+                "difficulty",
+                "category",
+                "recall@5",
+                "mrr",
+                "first relevant rank",
+                "cause",
+            )
         ],
         [
             [
                 q["id"],
                 q["query"],
-                q["difficulty"],
+                _word(tr, q["difficulty"]),
                 q["category"],
                 f"{q['recall@5']:.2f}",
                 f"{q['mrr']:.2f}",
                 q["first_relevant_rank"] or "-",
-                (CAUSES.get(q["cause"], q["cause"]) or "-")
-                + (f" (error: {q['error']})" if q["error"] else ""),
+                (_word(tr, CAUSES.get(q["cause"], q["cause"])) or "-")
+                + (tr(" (error: {error})").format(error=q["error"]) if q["error"] else ""),
             ]
             for q in report.queries
         ],
@@ -137,12 +159,12 @@ def _tables(report: Report) -> dict[str, Any]:
     )
     category_tables = [
         (
-            by,
+            tr(BY[by]) if by in BY else tr("By {by}").format(by=by),
             Table(
-                ["group", "n", *shown("headline")],
+                [tr("group"), "n", *shown("headline")],
                 [
                     [
-                        g,
+                        _word(tr, g) if by == "difficulty" else g,
                         v.get("n", 0),
                         *(f"{v.get(m, 0.0):.3f}" for m in shown("headline")),
                     ]
@@ -155,9 +177,9 @@ def _tables(report: Report) -> dict[str, Any]:
     ]
     failure_tables = [
         (
-            f["label"],
+            _word(tr, f["label"]),
             len(f["queries"]),
-            Table(["id", "query"], [[q["id"], q["query"]] for q in f["queries"]]),
+            Table([tr("id"), tr("query")], [[q["id"], q["query"]] for q in f["queries"]]),
         )
         for f in report.failures
     ]
@@ -165,21 +187,26 @@ def _tables(report: Report) -> dict[str, Any]:
         Table(
             [
                 "#",
-                "date",
-                "tier",
-                "change",
-                "decision",
-                "tune recall@5",
-                "tune mrr",
-                "holdout recall@5",
+                *(
+                    tr(h)
+                    for h in (
+                        "date",
+                        "tier",
+                        "change",
+                        "decision",
+                        "tune recall@5",
+                        "tune mrr",
+                        "holdout recall@5",
+                    )
+                ),
             ],
             [
                 [
                     o["number"],
                     o["date"],
-                    o["tier"],
-                    o["title"],
-                    o["decision"],
+                    tier_message(str(o["tier"])).render(tr),
+                    title_message(str(o["title"])).render(tr),
+                    _word(tr, o["decision"]),
                     pair_text(o["tune_recall@5"]),
                     pair_text(o["tune_mrr"]),
                     pair_text(o["holdout_recall@5"]),
@@ -193,7 +220,10 @@ def _tables(report: Report) -> dict[str, Any]:
     card = report.scorecard
     scorecard_table = (
         Table(
-            ["dimension", "weight", "score", "weighted", "rule", "formula", "evidence"],
+            [
+                tr(h)
+                for h in ("dimension", "weight", "score", "weighted", "rule", "formula", "evidence")
+            ],
             [
                 [
                     d["name"],

@@ -14,19 +14,20 @@ from typing import Any
 
 from engine.credentials import redact_urls
 from workbench.eval.attribution import CAUSES
+from workbench.eval.messages import Message, Translate
 from workbench.eval.run_record import RunRecord
-from workbench.eval.unjudged import share_note
+from workbench.eval.unjudged import share_message
 from workbench.tune.experiment_history import trajectory
 from workbench.tune.experiment_store import ExperimentStore
 
 SECTIONS = (
-    ("metrics", "Metrics"),
-    ("results", "Results"),
-    ("categories", "Categories"),
-    ("failures", "Failures"),
-    ("optimizations", "Optimizations"),
-    ("recommendations", "Recommendations"),
-    ("scorecard", "Scorecard"),
+    ("metrics", Message("Metrics")),
+    ("results", Message("Results")),
+    ("categories", Message("Categories")),
+    ("failures", Message("Failures")),
+    ("optimizations", Message("Optimizations")),
+    ("recommendations", Message("Recommendations")),
+    ("scorecard", Message("Scorecard")),
 )
 KS = (1, 3, 5, 10, 20)
 CSV_FIELDS = (
@@ -68,6 +69,18 @@ class Report:
     config_yaml: str = ""
     notes: list[str] = field(default_factory=list)
     study: dict[str, Any] | None = None  # the latest optimizer study (trials), as stored
+    # the title and notes as messages, for a renderer given a translator (``title`` and
+    # ``notes`` are their English text, what --format json carries)
+    title_message: Message | None = None
+    note_messages: list[Message] = field(default_factory=list)
+
+    def title_text(self, translate: Translate | None = None) -> str:
+        return _translated(self.title, self.title_message, translate)
+
+    def note_texts(self, translate: Translate | None = None) -> list[str]:
+        msgs: list[Message | None] = list(self.note_messages)
+        msgs += [None] * (len(self.notes) - len(msgs))
+        return [_translated(n, m, translate) for n, m in zip(self.notes, msgs, strict=False)]
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -88,6 +101,12 @@ class Report:
             "config_yaml": self.config_yaml,
             "notes": self.notes,
         }
+
+
+def _translated(text: str, msg: Message | None, translate: Translate | None) -> str:
+    """``msg`` in the reader's language while ``text`` is still its English (a caller may
+    have replaced the text since; then the text is what it says)."""
+    return msg.render(translate) if msg is not None and msg.render() == text else text
 
 
 class _Records:
@@ -162,14 +181,18 @@ def build_report(
         for cause, ids in summ.failures.items()
     ]
     card = scorecard.to_dict() if hasattr(scorecard, "to_dict") else scorecard
-    notes = []
+    notes: list[Message] = []
     if record.errors:
-        notes.append(f"{record.errors} queries failed with errors (see the results).")
+        notes.append(
+            Message("{n} queries failed with errors (see the results).", {"n": record.errors})
+        )
     if summ.unjudged_at_10 is not None:
-        note = share_note(summ.unjudged_at_10)
-        notes.append(note[0].upper() + note[1:])
+        notes.append(share_message(summ.unjudged_at_10, sentence=True))
+    title = Message("WikiRAG evaluation report — {kb}", {"kb": record.kb or record.dataset.name})
     return Report(
-        title=f"WikiRAG evaluation report — {record.kb or record.dataset.name}",
+        title=title.render(),
+        title_message=title,
+        note_messages=notes,
         run={
             "run_id": record.run_id,
             "name": record.name,  # label · time: how the run is listed everywhere
@@ -196,7 +219,7 @@ def build_report(
         recommendations=_recommendations(card),
         scorecard=card,
         config_yaml=redact_urls(record.config_yaml),  # no user:pass@ in a shared report
-        notes=notes,
+        notes=[n.render() for n in notes],
         study=_latest_study(ws),
     )
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 UI = Path(__file__).resolve().parent
 
@@ -60,11 +62,50 @@ def core_messages(root: Path = UI.parent) -> dict[str, list[str]]:
     return found
 
 
+def report_words() -> dict[str, list[str]]:
+    """Every text the report renderers ask their translator for: a report with every
+    section filled, rendered as Markdown and HTML by a translator that records its input
+    (the words in the HTML template and the tables have no ``Message`` to scan)."""
+    from workbench.eval.attribution import CAUSES
+    from workbench.eval.messages import Message
+    from workbench.export.html_report import render_html
+    from workbench.export.markdown_report import render_markdown
+    from workbench.export.report import Report
+
+    asked: dict[str, list[str]] = {}
+
+    def record(text: str) -> str:
+        asked.setdefault(text, []).append("report")
+        return text
+
+    cause = next(iter(CAUSES))
+    row: dict[str, Any] = {"id": "q1", "query": "q", "difficulty": "easy", "category": "c", "recall@5": 1.0,
+           "mrr": 1.0, "first_relevant_rank": 1, "cause": cause, "error": "x"}  # fmt: skip
+    groups: dict[str, dict[str, float]] = {"easy": {"n": 1}, "medium": {"n": 1}, "hard": {}}
+    report = Report(
+        title="", run={"run_id": "r", "name": "n", "config_hash": "h", "dataset": "d",
+                       "dataset_hash": "h", "split": "all", "rerank": True, "queries": 1},
+        mode="hybrid", means={}, latency={}, queries=[row],
+        breakdowns={"difficulty": groups, "category": {"c": {"n": 1}}, "language": {}},
+        failures=[{"cause": cause, "label": CAUSES[cause], "queries": [row]}],
+        optimizations=[{"number": 1, "date": "", "tier": "manual", "title": "t",
+                        "decision": d, "tune_recall@5": [0.1, 0.2], "tune_mrr": [None, None],
+                        "holdout_recall@5": [0.1, 0.2]} for d in ("accepted", "rolled back")],
+        trajectory=[{"experiment": 0, "recall@5": 0.5}], recommendations=[], scorecard=None,
+        config_yaml="x: 1", title_message=Message("{text}", {"text": ""}),
+    )  # fmt: skip
+    empty = dataclasses.replace(report, failures=[], optimizations=[], trajectory=[])
+    for r in (report, empty):
+        render_markdown(r, record)
+        render_html(r, include_plotlyjs=False, translate=record)
+    return asked
+
+
 def missing(lang: str = "zh") -> dict[str, list[str]]:
     from workbench.ui.i18n import catalog
 
     cat = catalog(lang)
-    wanted = {**core_messages(), **ui_strings()}
+    wanted = {**core_messages(), **report_words(), **ui_strings()}
     return {s: where for s, where in wanted.items() if s not in cat}
 
 

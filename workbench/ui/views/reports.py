@@ -41,7 +41,7 @@ with ui.guarded(t("Reports")):
             )
         )
 
-    source = ExportSource(record, mode, report)
+    source = ExportSource(record, mode, report, translate=t)  # the files, in the UI's language
     files = {name: render(name, source) for name in FORMATS}
     stem = f"report-{record.run_id}"
     cols = st.columns(len(FORMATS))
