@@ -25,18 +25,18 @@ import re
 import time
 import warnings
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
-import scipy.sparse as sp
 
 from engine.chapters import Document
 from engine.config import EmbeddingConfig, EngineConfig
 from engine.errors import EngineError
 from engine.rows import RowBatch, build_rows, title_terms
+from engine.sparse_counts import from_row_term_lists, row_term_lists
 from engine.tree import markdown_entries, parse_document, within_boundary
 from engine.types import Embedder
 
@@ -150,8 +150,8 @@ def row_stage(batch: pa.Table, cfg: EngineConfig, summaries: Mapping[str, str]) 
     docs: list[Document] = [pickle.loads(b) for b in batch.column("doc").to_pylist() if b]
     nodes = [n for d in docs for n in d.nodes]
     rows = build_rows(nodes, cfg, summaries)
-    body_terms, body_tf = _row_lists(rows.counts, rows.terms)
-    crumb_terms, crumb_tf = _row_lists(rows.crumb_counts, rows.crumb_terms)
+    body_terms, body_tf = row_term_lists(rows.counts, rows.terms)
+    crumb_terms, crumb_tf = row_term_lists(rows.crumb_counts, rows.crumb_terms)
     memo: dict[str, list[str]] = {}
     titles = [sorted(title_terms(n, memo)) for n in nodes]
     table = rows.columns
@@ -201,39 +201,12 @@ class EmbedStage:
         return table.append_column(pa.field(PASSAGES, passages.type), passages)
 
 
-def _row_lists(counts: sp.csr_matrix, terms: Sequence[str]) -> tuple[list[list[str]], list[Any]]:
-    """Each CSR row as (its terms, their counts): what the driver stacks back exactly."""
-    out_terms: list[list[str]] = []
-    out_tf: list[Any] = []
-    for i in range(counts.shape[0]):
-        lo, hi = counts.indptr[i], counts.indptr[i + 1]
-        out_terms.append([terms[j] for j in counts.indices[lo:hi]])
-        out_tf.append(counts.data[lo:hi].tolist())
-    return out_terms, out_tf
-
-
-def _csr(term_lists: Sequence[Sequence[str]], tf_lists: Sequence[Any]) -> tuple[Any, list[str]]:
-    """``_row_lists`` back into a CSR matrix over a term list of its own."""
-    index: dict[str, int] = {}
-    cols: list[int] = []
-    data: list[float] = []
-    indptr = [0]
-    for terms, tf in zip(term_lists, tf_lists, strict=True):
-        cols.extend(index.setdefault(t, len(index)) for t in terms)
-        data.extend(tf)
-        indptr.append(len(cols))
-    mat = sp.csr_matrix(
-        (np.asarray(data, np.float64), np.asarray(cols, np.int64), np.asarray(indptr, np.int64)),
-        shape=(len(indptr) - 1, len(index)),
-    )
-    mat.sort_indices()
-    return mat, list(index)
-
-
 def _driver_batch(b: pa.Table) -> RowBatch:
     """A RowBatch with what the driver needs (ids, counts, title terms) from the extras."""
-    counts, terms = _csr(b.column("bm25_terms").to_pylist(), b.column("bm25_tf").to_pylist())
-    crumbs, crumb_terms = _csr(
+    counts, terms = from_row_term_lists(
+        b.column("bm25_terms").to_pylist(), b.column("bm25_tf").to_pylist()
+    )
+    crumbs, crumb_terms = from_row_term_lists(
         b.column("crumb_terms").to_pylist(), b.column("crumb_tf").to_pylist()
     )
     titles: Counter[str] = Counter()
@@ -385,13 +358,32 @@ def _run_pipeline(
     progress: ProgressFn | None,
 ) -> tuple[dict[str, tuple[str, str]], Any, dict[str, str], dict[str, str]]:
     """Parse, rows, embed and write on Ray; then the driver's share of the manifest."""
-    import lance_ray
-
     from engine.manifest import load_llm_summaries
-    from engine.store import chapter_schema
-    from engine.table_write import ROW_BATCH
     from engine.term_counts import lexical_of
 
+    _quiet_ray_data(ray)
+
+    def say(done: int, total: int, stage: str) -> None:
+        if progress:
+            progress(done, total, stage)
+
+    parsed, files, keys = _parse_on_ray(ray, root, say)
+    summaries: dict[str, str] = {}
+    if cfg.index.use_summaries:
+        loaded = load_llm_summaries(loc)
+        summaries = {k: loaded[k] for k in sorted(keys) if k in loaded}
+    say(0, len(files), "ray: rows + embed")
+    rows = _rows_and_vectors_on_ray(ray, parsed, cfg, summaries, embed_actors)
+    say(len(files), len(files), "ray: rows + embed")
+    say(0, 1, "ray: write")
+    _write_table(rows, store, _table_uri(str(loc.uri), table_name), dims)
+    hashes: dict[str, tuple[str, str]] = {}
+    say(0, 1, "lexical")
+    lexical = lexical_of(_driver_batches(rows, hashes))
+    return hashes, lexical, files, summaries
+
+
+def _quiet_ray_data(ray: Any) -> None:
     ctx = ray.data.DataContext.get_current()
     # Rows in the KB's order, as a single-process build writes them.
     ctx.execution_options.preserve_order = True
@@ -399,10 +391,9 @@ def _run_pipeline(
     if not logging.getLogger("ray.data").isEnabledFor(logging.DEBUG):
         logging.getLogger("ray.data").setLevel(logging.WARNING)  # no INFO lines per dataset
 
-    def say(done: int, total: int, stage: str) -> None:
-        if progress:
-            progress(done, total, stage)
 
+def _parse_on_ray(ray: Any, root: Path, say: ProgressFn) -> tuple[Any, dict[str, str], set[str]]:
+    """The parsed dataset, the source hash of each file kept, and its chapters' summary keys."""
     # The driver reads the files: workers of a remote cluster need not see the KB folder.
     # the same files parse_kb reads: links leaving the KB and oversized files are skipped
     paths = [Path(p) for _, p in within_boundary(root, markdown_entries(root))[0]]
@@ -426,15 +417,19 @@ def _run_pipeline(
             if ok:
                 files[rel] = sh
                 keys.update(sk)
-    summaries: dict[str, str] = {}
-    if cfg.index.use_summaries:
-        loaded = load_llm_summaries(loc)
-        summaries = {k: loaded[k] for k in sorted(keys) if k in loaded}
+    return parsed, files, keys
 
+
+def _rows_and_vectors_on_ray(
+    ray: Any,
+    parsed: Any,
+    cfg: EngineConfig,
+    summaries: Mapping[str, str],
+    embed_actors: int | None,
+) -> Any:
     cpus = int(ray.cluster_resources().get("CPU", 1))
     actors = embed_actors if embed_actors is not None else max(1, cpus // 2)
-    say(0, len(files), "ray: rows + embed")
-    rows = (
+    return (
         parsed.map_batches(
             row_stage,
             fn_kwargs={"cfg": cfg, "summaries": summaries},
@@ -457,36 +452,38 @@ def _run_pipeline(
         )
         .materialize()
     )
-    say(len(files), len(files), "ray: rows + embed")
+
+
+def _write_table(rows: Any, store: Any, uri: str, dims: int) -> None:
+    import lance_ray
+
+    from engine.store import chapter_schema
+
     schema = chapter_schema(dims)
-    say(0, 1, "ray: write")
     lance_ray.write_lance(
         rows.select_columns(schema.names),
-        _table_uri(str(loc.uri), table_name),
+        uri,
         schema=schema,
         mode="create",
         storage_options=dict(store.storage_options) or None,
     )
-    hashes: dict[str, tuple[str, str]] = {}
 
-    def batches() -> Any:
-        wanted = ["id", "content_hash", "row_hash"] + [n for n, _ in EXTRA_FIELDS]
-        for b in rows.select_columns(wanted).iter_batches(
-            batch_format="pyarrow", batch_size=ROW_BATCH
-        ):
-            hashes.update(
+
+def _driver_batches(rows: Any, hashes: dict[str, tuple[str, str]]) -> Iterator[RowBatch]:
+    """The rows' driver batches, filling ``hashes`` (id -> content and row hash) as they go."""
+    from engine.table_write import ROW_BATCH
+
+    wanted = ["id", "content_hash", "row_hash"] + [n for n, _ in EXTRA_FIELDS]
+    for b in rows.select_columns(wanted).iter_batches(batch_format="pyarrow", batch_size=ROW_BATCH):
+        hashes.update(
+            zip(
+                b.column("id").to_pylist(),
                 zip(
-                    b.column("id").to_pylist(),
-                    zip(
-                        b.column("content_hash").to_pylist(),
-                        b.column("row_hash").to_pylist(),
-                        strict=True,
-                    ),
+                    b.column("content_hash").to_pylist(),
+                    b.column("row_hash").to_pylist(),
                     strict=True,
-                )
+                ),
+                strict=True,
             )
-            yield _driver_batch(b)
-
-    say(0, 1, "lexical")
-    lexical = lexical_of(batches())
-    return hashes, lexical, files, summaries
+        )
+        yield _driver_batch(b)

@@ -11,7 +11,7 @@ import io
 import itertools
 import json
 from collections.abc import Iterable, Sequence
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import numpy as np
 import scipy.sparse as sp
@@ -175,6 +175,40 @@ def _merged_rows(
         indptr[row + 1 : row + 1 + b - a] = m.indptr[a + 1 : b + 1] - s + pos
         pos, row = pos + e - s, row + b - a
     return out_ids, sp.csr_matrix((data, indices, indptr), shape=(len(out_ids), width))
+
+
+def row_term_lists(
+    counts: sp.csr_matrix, terms: Sequence[str]
+) -> tuple[list[list[str]], list[Any]]:
+    """Each CSR row as (its terms, their counts): plain lists that cross processes (the Ray
+    build's row stage) and stack back exactly."""
+    out_terms: list[list[str]] = []
+    out_tf: list[Any] = []
+    for i in range(counts.shape[0]):
+        lo, hi = counts.indptr[i], counts.indptr[i + 1]
+        out_terms.append([terms[j] for j in counts.indices[lo:hi]])
+        out_tf.append(counts.data[lo:hi].tolist())
+    return out_terms, out_tf
+
+
+def from_row_term_lists(
+    term_lists: Sequence[Sequence[str]], tf_lists: Sequence[Any]
+) -> tuple[sp.csr_matrix, list[str]]:
+    """``row_term_lists`` back into a CSR matrix over a term list of its own."""
+    index: dict[str, int] = {}
+    cols: list[int] = []
+    data: list[float] = []
+    indptr = [0]
+    for terms, tf in zip(term_lists, tf_lists, strict=True):
+        cols.extend(index.setdefault(t, len(index)) for t in terms)
+        data.extend(tf)
+        indptr.append(len(cols))
+    mat = sp.csr_matrix(
+        (np.asarray(data, np.float64), np.asarray(cols, np.int64), np.asarray(indptr, np.int64)),
+        shape=(len(indptr) - 1, len(index)),
+    )
+    mat.sort_indices()
+    return mat, list(index)
 
 
 def counts_payload(

@@ -36,6 +36,7 @@ from engine.errors import EngineError
 from engine.front_matter import decode_markdown, normalise_text, split_front_matter
 from engine.markdown_scan import (
     SUMMARY_CHARS,
+    Heading,
     Scan,
     scan,
     slugify,
@@ -131,25 +132,9 @@ def _build(
     offsets = [line_starts[h.line - 1 - fm_lines] for _, h in headings]
     bounds = [0, *offsets, len(body)]
 
-    fm_title = frontmatter.get("title")
-    first_h1 = next((h.title for _, h in headings if h.level == 1), None)
-    if isinstance(fm_title, str | int | float) and str(fm_title).strip():
-        doc_title = str(fm_title).strip()
-    elif first_h1:
-        doc_title = first_h1
-    else:
-        doc_title = PurePosixPath(rel_path).stem
-
-    fm_summary = next(
-        (
-            str(frontmatter[k]).strip()
-            for k in ("summary", "description")
-            if isinstance(frontmatter.get(k), str)
-        ),
-        "",
-    )
+    doc_title = _document_title(frontmatter, headings, rel_path)
+    fm_summary = _front_matter_summary(frontmatter)
     first_tok = headings[0][0] if headings else len(tokens)
-    doc_content = body[bounds[0] : bounds[1]]
     records: list[dict[str, Any]] = [
         {
             "node_id": doc_id,
@@ -159,7 +144,7 @@ def _build(
             "breadcrumb": (doc_title,),
             "line": fm_lines + 1,
             "anchor": "",
-            "content": doc_content,
+            "content": body[bounds[0] : bounds[1]],
             "summary": fm_summary[:SUMMARY_CHARS] or summarise(tokens, 0, first_tok, env),
         }
     ]
@@ -172,53 +157,95 @@ def _build(
         while stack and stack[-1][0] >= h.level:
             stack.pop()
         parent = records[stack[-1][1]] if stack else records[0]
-
-        seg = slugify(h.title) or EMPTY_SLUG
-        counts = sibling_segments.setdefault(parent["node_id"], {})
-        counts[seg] = counts.get(seg, 0) + 1
-        if counts[seg] > 1:
-            seg = f"{seg}~{counts[seg]}"
-        sep = "#" if parent["level"] == 0 else "/"
-        node_id = f"{parent['node_id']}{sep}{seg}"
-
-        if h.custom_id is not None:
-            if h.custom_id in custom_seen:
-                first = custom_seen[h.custom_id]
-                problems.append(
-                    Problem(
-                        rel_path,
-                        h.line,
-                        f"anchor {{#{h.custom_id}}} is already used by the heading on line {first}",
-                        "give this heading a different {#id}",
-                    )
-                )
-            else:
-                custom_seen[h.custom_id] = h.line
-            anchor = unique_slug(h.custom_id, anchors_seen)
-        else:
-            anchor = unique_slug(slugify(h.title), anchors_seen)
-
         if parent["level"] == 0 and h.title == doc_title:
             breadcrumb: tuple[str, ...] = (h.title,)
         else:
             breadcrumb = (*parent["breadcrumb"], h.title)
-
         next_tok = headings[k + 1][0] if k + 1 < len(headings) else len(tokens)
         stack.append((h.level, len(records)))
         records.append(
             {
-                "node_id": node_id,
+                "node_id": _child_node_id(parent, h.title, sibling_segments),
                 "title": h.title,
                 "level": h.level,
                 "parent_id": parent["node_id"],
                 "breadcrumb": breadcrumb,
                 "line": h.line,
-                "anchor": anchor,
+                "anchor": _heading_anchor(h, rel_path, anchors_seen, custom_seen, problems),
                 "content": body[bounds[k + 1] : bounds[k + 2]],
                 "summary": summarise(tokens, tok_index + 3, next_tok, env),
             }
         )
+    return _document_from_records(doc_id, rel_path, frontmatter, records, problems)
 
+
+def _document_title(
+    frontmatter: dict[str, Any], headings: list[tuple[int, Heading]], rel_path: str
+) -> str:
+    """The front matter's title, else the first level-1 heading, else the file's stem."""
+    fm_title = frontmatter.get("title")
+    if isinstance(fm_title, str | int | float) and str(fm_title).strip():
+        return str(fm_title).strip()
+    first_h1 = next((h.title for _, h in headings if h.level == 1), None)
+    return first_h1 or PurePosixPath(rel_path).stem
+
+
+def _front_matter_summary(frontmatter: dict[str, Any]) -> str:
+    return next(
+        (
+            str(frontmatter[k]).strip()
+            for k in ("summary", "description")
+            if isinstance(frontmatter.get(k), str)
+        ),
+        "",
+    )
+
+
+def _child_node_id(
+    parent: dict[str, Any], title: str, sibling_segments: dict[str, dict[str, int]]
+) -> str:
+    """The parent's id plus this heading's slug; a slug repeated among siblings gets ``~N``."""
+    seg = slugify(title) or EMPTY_SLUG
+    counts = sibling_segments.setdefault(parent["node_id"], {})
+    counts[seg] = counts.get(seg, 0) + 1
+    if counts[seg] > 1:
+        seg = f"{seg}~{counts[seg]}"
+    sep = "#" if parent["level"] == 0 else "/"
+    return f"{parent['node_id']}{sep}{seg}"
+
+
+def _heading_anchor(
+    h: Heading,
+    rel_path: str,
+    anchors_seen: dict[str, int],
+    custom_seen: dict[str, int],
+    problems: list[Problem],
+) -> str:
+    """The heading's unique HTML anchor; a ``{#id}`` used twice in a file is a problem."""
+    if h.custom_id is None:
+        return unique_slug(slugify(h.title), anchors_seen)
+    if h.custom_id in custom_seen:
+        first = custom_seen[h.custom_id]
+        problems.append(
+            Problem(
+                rel_path,
+                h.line,
+                f"anchor {{#{h.custom_id}}} is already used by the heading on line {first}",
+                "give this heading a different {#id}",
+            )
+        )
+    else:
+        custom_seen[h.custom_id] = h.line
+    return unique_slug(h.custom_id, anchors_seen)
+
+
+def _document_from_records(
+    doc_id: str,
+    rel_path: str,
+    frontmatter: dict[str, Any],
+    records: list[dict[str, Any]],
+    problems: list[Problem],
+) -> Document:
     children: dict[str, list[str]] = {r["node_id"]: [] for r in records}
     for r in records[1:]:
         children[r["parent_id"]].append(r["node_id"])
