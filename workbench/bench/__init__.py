@@ -20,7 +20,9 @@ Everything is measured in ONE process against a fresh index in a temp folder:
 what the evaluator does without model calls: 1,000 queries, an experiment, a 25-point sweep.
 
 The package owns the `wikirag bench` command's measurements: ``run`` (the one run and the
-JSON keys it writes), ``measure`` (RSS, load, percentiles, top-n overlap), ``synthetic`` and
+JSON keys it writes), its stages ``indexing`` (parse, embed, full and incremental builds),
+``latency`` (the queries, each mode, rerank) and ``exactness`` (agreement with brute force
+and rank_bm25), ``measure`` (RSS, load, percentiles, top-n overlap), ``synthetic`` and
 ``queries`` (what it runs on), ``peer`` (LanceDB's hybrid search as a peer), ``serving`` (a
 fresh serving process), ``targets`` (the issue targets) and ``rescoring`` (``--rescore``).
 Benchmarks that are not a user command live in ``benchmarks/``.

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from engine.tokenizer import tokenize
+from engine.types import Embedder
+from workbench.bench.measure import ProgressFactory, mean_of, overlap, percentiles
 
 
 class LanceHybridPeer:
@@ -70,3 +75,39 @@ class LanceHybridPeer:
             .limit(k)
         )
         return q.to_arrow().column("id").to_pylist()
+
+
+def peer_latencies(
+    peer: LanceHybridPeer,
+    qs: list[str],
+    embedder: Embedder,
+    tokenizer_spec: str,
+    bar: ProgressFactory,
+    hybrid_ranked: list[list[str]],
+) -> dict[str, Any]:
+    """The peer's p50/p95 per query (embedding and segmenting included, as ours are), its
+    search alone, and its top-10 overlap with our hybrid's ``hybrid_ranked``."""
+    for q in qs[:3]:  # warm-up
+        peer.search(embedder.embed_query(q), tokenize(q, tokenizer_spec))
+    lat, peer_ranked, search_only = [], [], []
+    pbar = bar("peer_lancedb_hybrid", len(qs))
+    for q in qs:
+        t = time.perf_counter()
+        qv = embedder.embed_query(q)
+        qt = tokenize(q, tokenizer_spec)
+        t2 = time.perf_counter()
+        peer_ranked.append(peer.search(qv, qt))
+        t3 = time.perf_counter()
+        lat.append((t3 - t) * 1000)
+        search_only.append((t3 - t2) * 1000)
+        pbar.update(1)
+    pbar.close()
+    pc = percentiles(lat)
+    return {
+        "peer_lancedb_hybrid_p50_ms": pc["p50"],
+        "peer_lancedb_hybrid_p95_ms": pc["p95"],
+        "peer_lancedb_search_only_p50_ms": percentiles(search_only)["p50"],
+        "peer_overlap_hybrid_top10": mean_of(
+            [overlap(a, b) for a, b in zip(hybrid_ranked, peer_ranked, strict=True)]
+        ),
+    }
