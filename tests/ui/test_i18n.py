@@ -151,11 +151,6 @@ ALLOWED = {
     "ui", "k", "vs", "ci", "sd", "mde", "optuna", "tpe", "cjk", "jieba", "streamlit",
     "english", "ok", "en", "zh", "none", "true", "false", "deploy", "loop", "tools", "single",
 }  # fmt: skip
-# Pages that still show English prose made by the core (the catalog's strategy names and
-# reasons, the Markdown experiment log, scorecard findings, the report document, golden-set
-# check messages and the golden file's field names): known gaps, listed so that a page
-# fixed stays fixed and a new page is held to the rule.
-NOT_YET_TRANSLATED = ("scorecard",)
 _LATIN = re.compile(r"[A-Za-z][A-Za-z0-9]*[A-Za-z0-9]")
 _CODE = re.compile(r"`[^`]*`")
 
@@ -216,10 +211,7 @@ def test_every_page_in_chinese_shows_no_english_words(ui_copy, monkeypatch):
         _no_crash_box(at)
         if words := _english_words(_visible_text(at), kb_titles):
             found[page] = sorted(words)
-    strict = {p: w for p, w in found.items() if p not in NOT_YET_TRANSLATED}
-    assert strict == {}, "\n".join(f"{p}: {w}" for p, w in strict.items())
-    # Pages whose core-made prose is still English: they must not get worse silently.
-    assert set(found) <= set(NOT_YET_TRANSLATED), sorted(found)
+    assert found == {}, "\n".join(f"{p}: {w}" for p, w in found.items())
 
 
 def _kb_text(ws) -> list[str]:

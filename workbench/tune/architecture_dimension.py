@@ -8,9 +8,11 @@ from typing import Any
 
 from engine.config import EngineConfig
 from workbench.eval.evaluate import EvalRun
+from workbench.eval.messages import Message, join
 from workbench.tune.dimension import NAMES, WEIGHTS, Change, Dimension, first_change, valid_changes
 from workbench.tune.retrieval_dimensions import RERANK_OFF_SCORE
 from workbench.tune.suggestions import ABLATION_MEASURE, enabled, log_delta
+from workbench.tune.verdict import OUTCOME_WORDS
 
 ARCH_POINTS = {
     "hybrid": 25,
@@ -19,6 +21,15 @@ ARCH_POINTS = {
     "filters": 15,
     "injection": 10,
     "summaries": 10,
+}
+# How the capabilities read in the rule and the formula (their ids are the evidence keys).
+CAPABILITY_NAMES = {
+    "hybrid": Message("hybrid"),
+    "rerank": Message("rerank"),
+    "expansion": Message("expansion"),
+    "filters": Message("filters"),
+    "injection": Message("injection"),
+    "summaries": Message("summaries"),
 }
 
 
@@ -50,16 +61,26 @@ def _ablation_effect(
 
 # The change that follows when a capability is measured to hurt (on) or help (off).
 _SWITCH_OFF: dict[str, Change] = {
-    "hybrid": ({"search.mode": "keyword"}, "hybrid loses to its best channel"),
-    "expansion": ({"expansion.enabled": False}, "query expansion costs MRR here"),
-    "rerank": ({"rerank.provider": "none"}, "the reranker costs MRR here"),
-    "injection": ({"injection.enabled": False}, "injection costs MRR here"),
-    "summaries": ({"index.use_summaries": False}, "summaries cost MRR here"),
+    "hybrid": ({"search.mode": "keyword"}, Message("hybrid loses to its best channel")),
+    "expansion": ({"expansion.enabled": False}, Message("query expansion costs MRR here")),
+    "rerank": ({"rerank.provider": "none"}, Message("the reranker costs MRR here")),
+    "injection": ({"injection.enabled": False}, Message("injection costs MRR here")),
+    "summaries": ({"index.use_summaries": False}, Message("summaries cost MRR here")),
 }
 _SWITCH_ON: dict[str, Change] = {
-    "hybrid": ({"search.mode": "hybrid"}, "hybrid beats the current mode"),
-    "expansion": ({"expansion.enabled": True}, "query expansion measured to help"),
-    "injection": ({"injection.enabled": True}, "injection measured to help"),
+    "hybrid": ({"search.mode": "hybrid"}, Message("hybrid beats the current mode")),
+    "expansion": ({"expansion.enabled": True}, Message("query expansion measured to help")),
+    "injection": ({"injection.enabled": True}, Message("injection measured to help")),
+}
+
+# How a measured effect reads: (on?, helps / hurts / neither) -> the word.
+_EFFECT_WORDS = {
+    (True, 1): Message("helps"),
+    (True, -1): Message("hurts"),
+    (True, 0): Message("no effect"),
+    (False, 1): Message("would help"),
+    (False, -1): Message("would hurt"),
+    (False, 0): Message("would not help"),
 }
 
 LOG_KEYS = {
@@ -98,29 +119,29 @@ def architecture_dimension(
     }
     # effect = (metric with the capability) - (metric without it); None: not measured
     effect: dict[str, float | None] = dict.fromkeys(on)
-    source: dict[str, str] = dict.fromkeys(on, "not measured")
+    source: dict[str, Message] = {}
     if run is not None:
         if on["hybrid"]:
             singles = [_ablation_effect(run, mode, extra.get(m), m) for m in ("keyword", "vector")]
             known = [d for d in singles if d is not None]
             if known:
                 effect["hybrid"] = min(known)  # vs the best single channel
-                source["hybrid"] = "hybrid vs its best single channel"
+                source["hybrid"] = Message("hybrid vs its best single channel")
         elif extra.get("hybrid") is not None:
             d = _ablation_effect(extra["hybrid"], "hybrid", run, mode)
             effect["hybrid"] = d
-            source["hybrid"] = f"hybrid vs {mode}"
+            source["hybrid"] = Message("hybrid vs {mode}", {"mode": mode})
         if extra.get("ablate_expansion") is not None:
             d = _ablation_effect(run, mode, extra["ablate_expansion"])
             effect["expansion"] = d if on["expansion"] else (None if d is None else -d)
-            source["expansion"] = "expansion on vs off"
+            source["expansion"] = Message("expansion on vs off")
         if rerank_on and extra.get("no_rerank") is not None:
             effect["rerank"] = _ablation_effect(run, mode, extra["no_rerank"])
-            source["rerank"] = "rerank on vs off"
+            source["rerank"] = Message("rerank on vs off")
         if rerank_on and extra.get("ablate_injection") is not None:
             d = _ablation_effect(run, mode, extra["ablate_injection"])
             effect["injection"] = d if on["injection"] else (None if d is None else -d)
-            source["injection"] = "injection on vs off"
+            source["injection"] = Message("injection on vs off")
     # What ablation cannot measure, an earlier experiment that switched it may have.
     for cap, key in LOG_KEYS.items():
         if effect[cap] is not None:
@@ -134,42 +155,69 @@ def architecture_dimension(
                 continue
             d = log_delta(rec)
             effect[cap] = d if enabled(key, new) else -d
-            source[cap] = f"experiment #{rec.get('number')}, {rec.get('decision', '?')}"
+            decision = str(rec.get("decision", "?"))
+            source[cap] = Message(
+                "experiment #{number}, {decision}",
+                {
+                    "number": rec.get("number"),
+                    "decision": Message(OUTCOME_WORDS.get(decision, decision)),
+                },
+            )
             break
 
     earned = 0.0
     possible = 0.0
-    verdict: dict[str, str] = {}
+    verdict: dict[str, Message] = {}
     for cap, pts in ARCH_POINTS.items():
         if cap == "filters":
             has = kb_has_categories(kb)
             possible += pts
             earned += pts if has else 0
-            verdict[cap] = "on: documents have categories" if has else "no categories to filter on"
+            verdict[cap] = Message(
+                "on: documents have categories" if has else "no categories to filter on"
+            )
             continue
         d = effect.get(cap)
         if d is None:
-            verdict[cap] = ("on" if on[cap] else "off") + ", effect not measured"
+            verdict[cap] = Message(
+                "on, effect not measured" if on[cap] else "off, effect not measured"
+            )
             continue
         possible += pts
         helps = d > ABLATION_TOLERANCE
         hurts = d < -ABLATION_TOLERANCE
-        if on[cap]:
-            ok = not hurts
-            word = "helps" if helps else "hurts" if hurts else "no effect"
-        else:
-            ok = not helps  # off: fine unless switching it on would help
-            word = "would help" if helps else "would hurt" if hurts else "would not help"
+        # off: fine unless switching it on would help
+        ok = not hurts if on[cap] else not helps
         earned += pts if ok else 0
-        verdict[cap] = (
-            f"{'on' if on[cap] else 'off'}, {word} ({d:+.3f} {ABLATION_MEASURE}, {source[cap]})"
+        verdict[cap] = Message(
+            "on, {word} ({delta} {measure}, {source})"
+            if on[cap]
+            else "off, {word} ({delta} {measure}, {source})",
+            {
+                "word": _EFFECT_WORDS[on[cap], 1 if helps else -1 if hurts else 0],
+                "delta": f"{d:+.3f}",
+                "measure": ABLATION_MEASURE,
+                "source": source[cap],
+            },
         )
     score = 100.0 * earned / possible if possible else RERANK_OFF_SCORE
-    formula = (
-        f"points of capabilities that earn them / points of measured capabilities x 100; "
-        f"points: {', '.join(f'{c} {p}' for c, p in ARCH_POINTS.items())}; a capability earns "
-        f"its points when on and not hurting, or off and not helping ({ABLATION_MEASURE} "
-        f"tolerance {ABLATION_TOLERANCE})"
+    formula = Message(
+        "points of capabilities that earn them / points of measured capabilities x 100; "
+        "points: {points}; a capability earns its points when on and not hurting, or off and "
+        "not helping ({measure} tolerance {tolerance})",
+        {
+            "points": join(
+                [
+                    Message(
+                        "{capability} {points}", {"capability": CAPABILITY_NAMES[c], "points": p}
+                    )
+                    for c, p in ARCH_POINTS.items()
+                ],
+                ", ",
+            ),
+            "measure": ABLATION_MEASURE,
+            "tolerance": ABLATION_TOLERANCE,
+        },
     )
     cands: list[Change] = []
     for cap, d in effect.items():
@@ -191,11 +239,25 @@ def architecture_dimension(
             "measure": ABLATION_MEASURE,
         },
         formula,
-        "; ".join(f"{c}: {verdict[c]}" for c in ARCH_POINTS if c not in unmeasured)
-        + f" -> {score:.0f}",
+        Message(
+            "{verdicts} -> {score}",
+            {
+                "verdicts": join(
+                    [
+                        Message(
+                            "{capability}: {verdict}",
+                            {"capability": CAPABILITY_NAMES[c], "verdict": verdict[c]},
+                        )
+                        for c in ARCH_POINTS
+                        if c not in unmeasured
+                    ]
+                ),
+                "score": f"{score:.0f}",
+            },
+        ),
         first_change(cfg, cands) if score < 100 else None,
-        "add `category:` to document front matter so filters can narrow searches"
+        Message("add `category:` to document front matter so filters can narrow searches")
         if not kb_has_categories(kb)
-        else "",
+        else None,
         tuple(valid_changes(cfg, cands)[1:]) if score < 100 else (),
     )

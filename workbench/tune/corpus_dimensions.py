@@ -8,6 +8,7 @@ from typing import Any
 
 from engine.config import EngineConfig
 from workbench.eval import golden, golden_drift
+from workbench.eval.messages import Message
 from workbench.tune.dimension import NAMES, WEIGHTS, Dimension, first_change
 
 LONG_CHAPTER = 2000  # chars of a chapter's own text (heading line included)
@@ -43,10 +44,11 @@ def chunking_evidence(kb: Any) -> dict[str, Any]:
 
 
 def chunking_dimension(kb: Any, cfg: EngineConfig) -> Dimension:
-    formula = (
-        f"100 - 100*long_share (chapters > {LONG_CHAPTER} chars) - 100*short_share "
-        f"(leaf chapters < {SHORT_CHAPTER} chars) - 50*no_h2_share (documents without an H2) "
-        f"- 20*deep_share (chapters at H{DEEP_LEVEL}+), clamped to [0, 100]"
+    formula = Message(
+        "100 - 100*long_share (chapters > {long} chars) - 100*short_share "
+        "(leaf chapters < {short} chars) - 50*no_h2_share (documents without an H2) "
+        "- 20*deep_share (chapters at H{deep}+), clamped to [0, 100]",
+        {"long": LONG_CHAPTER, "short": SHORT_CHAPTER, "deep": DEEP_LEVEL},
     )
     if kb is None:
         return Dimension(
@@ -56,7 +58,7 @@ def chunking_dimension(kb: Any, cfg: EngineConfig) -> Dimension:
             0.0,
             {"measured": False},
             formula,
-            "no knowledge base given -> 0",
+            Message("no knowledge base given -> 0"),
         )
     ev = chunking_evidence(kb)
     if not ev["chapters"]:
@@ -67,9 +69,9 @@ def chunking_dimension(kb: Any, cfg: EngineConfig) -> Dimension:
             0.0,
             ev,
             formula,
-            "the KB has no chapters -> 0",
+            Message("the KB has no chapters -> 0"),
             None,
-            "add Markdown headings (## ...) so each chapter can be found on its own",
+            Message("add Markdown headings (## ...) so each chapter can be found on its own"),
         )
     raw = (
         100
@@ -87,10 +89,12 @@ def chunking_dimension(kb: Any, cfg: EngineConfig) -> Dimension:
     }
     worst = max(parts, key=lambda k: parts[k])
     actions = {
-        "long": f"split chapters over {LONG_CHAPTER} chars with ### sub-headings",
-        "short": f"merge leaf chapters under {SHORT_CHAPTER} chars into their parent",
-        "no_h2": "give documents without an H2 a ## structure",
-        "deep": f"flatten H{DEEP_LEVEL}/H6 chapters into their parents",
+        "long": Message("split chapters over {n} chars with ### sub-headings", {"n": LONG_CHAPTER}),
+        "short": Message(
+            "merge leaf chapters under {n} chars into their parent", {"n": SHORT_CHAPTER}
+        ),
+        "no_h2": Message("give documents without an H2 a ## structure"),
+        "deep": Message("flatten H{level}/H6 chapters into their parents", {"level": DEEP_LEVEL}),
     }
     fix = None
     if worst == "long" and parts["long"] > 0:
@@ -99,8 +103,11 @@ def chunking_dimension(kb: Any, cfg: EngineConfig) -> Dimension:
             [
                 (
                     {"index.content_chars": min(100000, max(3000, cfg.index.content_chars * 2))},
-                    "long chapters are embedded from their first "
-                    f"{cfg.index.content_chars} chars only; embed more (needs a re-index)",
+                    Message(
+                        "long chapters are embedded from their first {n} chars only; "
+                        "embed more (needs a re-index)",
+                        {"n": cfg.index.content_chars},
+                    ),
                 )
             ],
         )
@@ -111,10 +118,18 @@ def chunking_dimension(kb: Any, cfg: EngineConfig) -> Dimension:
         score,
         ev,
         formula,
-        f"long {ev['long_share']:.1%}, short {ev['short_share']:.1%}, no H2 "
-        f"{ev['no_h2_share']:.1%}, deep {ev['deep_share']:.1%} -> {score:.1f}",
+        Message(
+            "long {long}, short {short}, no H2 {no_h2}, deep {deep} -> {score}",
+            {
+                "long": f"{ev['long_share']:.1%}",
+                "short": f"{ev['short_share']:.1%}",
+                "no_h2": f"{ev['no_h2_share']:.1%}",
+                "deep": f"{ev['deep_share']:.1%}",
+                "score": f"{score:.1f}",
+            },
+        ),
         fix if score < 100 else None,
-        actions[worst] if score < 100 else "",
+        actions[worst] if score < 100 else None,
     )
 
 
@@ -146,7 +161,7 @@ def coverage_evidence(gs: golden.GoldenSet, kb: Any) -> dict[str, Any]:
 
 
 def coverage_dimension(gs: golden.GoldenSet | None, kb: Any) -> Dimension:
-    formula = (
+    formula = Message(
         "40*min(1, queries/30) + 20*(categories with >= 2 queries / categories) "
         "+ 20*max(0, 1 - 2*TV(difficulty mix, 30/50/20)) "
         "+ 20*(1 - items with stale or invalid labels / queries)"
@@ -159,7 +174,7 @@ def coverage_dimension(gs: golden.GoldenSet | None, kb: Any) -> Dimension:
             0.0,
             {"measured": False},
             formula,
-            "no golden set -> 0",
+            Message("no golden set -> 0"),
         )
     ev = coverage_evidence(gs, kb)
     n = ev["queries"]
@@ -168,13 +183,17 @@ def coverage_dimension(gs: golden.GoldenSet | None, kb: Any) -> Dimension:
     mix = 20.0 * max(0.0, 1.0 - 2.0 * ev["mix_distance"])
     labels = 20.0 * (1.0 - ev["bad_labels"] / n) if n else 0.0
     score = round(size + cat + mix + labels, 2)
-    parts = {
-        f"add queries (have {n}, aim for >= 30)": 40.0 - size,
-        "give every category at least 2 queries": 20.0 - cat,
-        "move the difficulty mix toward 30/50/20 easy/medium/hard": 20.0 - mix,
-        "remap stale labels (`wikirag golden drift`) and fix invalid ones": 20.0 - labels,
-    }
-    worst = max(parts, key=lambda k: parts[k])
+    # (what would raise it, the points it would win), the first of equal gaps first
+    parts = [
+        (Message("add queries (have {n}, aim for >= 30)", {"n": n}), 40.0 - size),
+        (Message("give every category at least 2 queries"), 20.0 - cat),
+        (Message("move the difficulty mix toward 30/50/20 easy/medium/hard"), 20.0 - mix),
+        (
+            Message("remap stale labels (`wikirag golden drift`) and fix invalid ones"),
+            20.0 - labels,
+        ),
+    ]
+    worst = max(parts, key=lambda p: p[1])[0]
     return Dimension(
         "coverage",
         NAMES["coverage"],
@@ -182,8 +201,18 @@ def coverage_dimension(gs: golden.GoldenSet | None, kb: Any) -> Dimension:
         score,
         ev,
         formula,
-        f"{n} queries, {ev['categories_with_2']}/{ev['categories']} categories with >= 2, "
-        f"mix distance {ev['mix_distance']:.2f}, {ev['bad_labels']} bad labels -> {score:.1f}",
+        Message(
+            "{n} queries, {with_2}/{categories} categories with >= 2, "
+            "mix distance {mix}, {bad} bad labels -> {score}",
+            {
+                "n": n,
+                "with_2": ev["categories_with_2"],
+                "categories": ev["categories"],
+                "mix": f"{ev['mix_distance']:.2f}",
+                "bad": ev["bad_labels"],
+                "score": f"{score:.1f}",
+            },
+        ),
         None,
-        worst if score < 100 else "",
+        worst if score < 100 else None,
     )

@@ -1,5 +1,10 @@
 """One scorecard dimension: its weight, its score from evidence through a written formula,
-and the changes that would raise it."""
+and the changes that would raise it.
+
+Its texts (formula, rule, action, a suggestion's ``why`` and ``disabled``, verdicts in the
+evidence) are ``Message`` templates: the UI renders them through its translator,
+``to_dict`` (the CLI, --json, reports) renders them in English.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +15,10 @@ from typing import Any
 
 from engine.config import EngineConfig
 from engine.errors import EngineError
+from workbench.eval.messages import Message, Translate
 
 # A candidate change: config overrides and why they would raise the dimension.
-Change = tuple[dict[str, Any], str]
+Change = tuple[dict[str, Any], Message]
 
 WEIGHTS: dict[str, int] = {
     "recall5": 25,
@@ -48,9 +54,25 @@ def piecewise(x: float, bands: Sequence[tuple[float, float]]) -> float:
     return bands[-1][1]
 
 
-def bands_text(metric: str, bands: Sequence[tuple[float, float]]) -> str:
+def bands_text(metric: str, bands: Sequence[tuple[float, float]]) -> Message:
     pts = ", ".join(f"{x:g} -> {y:g}" for x, y in bands)
-    return f"piecewise-linear in {metric} through ({pts}), clamped to [0, 100]"
+    return Message(
+        "piecewise-linear in {metric} through ({points}), clamped to [0, 100]",
+        {"metric": metric, "points": pts},
+    )
+
+
+def rendered(value: Any, translate: Translate | None = None) -> Any:
+    """``value`` with every Message in it (a dict's values, a list's items) rendered."""
+    if isinstance(value, Message):
+        return value.render(translate)
+    if isinstance(value, dict):
+        return {k: rendered(v, translate) for k, v in value.items()}
+    if isinstance(value, list):
+        return [rendered(v, translate) for v in value]
+    if isinstance(value, tuple):
+        return tuple(rendered(v, translate) for v in value)
+    return value
 
 
 @dataclass(frozen=True)
@@ -59,11 +81,11 @@ class Dimension:
     name: str
     weight: int
     score: float
-    evidence: dict[str, Any]
-    formula: str
-    rule: str  # the evidence read against the formula, in one line
-    next_experiment: dict[str, Any] | None = None  # {"overrides": {...}, "why": str}
-    action: str = ""  # what else would raise it (outside the config)
+    evidence: dict[str, Any]  # values are data, or Messages (verdicts)
+    formula: Message
+    rule: Message  # the evidence read against the formula, in one line
+    next_experiment: dict[str, Any] | None = None  # {"overrides": {...}, "why": Message}
+    action: Message | None = None  # what else would raise it (outside the config)
     alternatives: tuple[dict[str, Any], ...] = ()  # further experiments, best first
     next_steps: tuple[Any, ...] = ()  # runnable steps (workbench.tune.next_steps.NextStep)
 
@@ -80,12 +102,12 @@ class Dimension:
             "score": self.score,
             "weighted": round(self.weight * self.score / 100.0, 2),
             "loss": round(self.loss / 100.0, 2),
-            "evidence": self.evidence,
-            "formula": self.formula,
-            "rule": self.rule,
-            "next_experiment": self.next_experiment,
-            "action": self.action,
-            "alternatives": list(self.alternatives),
+            "evidence": rendered(self.evidence),
+            "formula": self.formula.render(),
+            "rule": self.rule.render(),
+            "next_experiment": rendered(self.next_experiment),
+            "action": self.action.render() if self.action else "",
+            "alternatives": [rendered(e) for e in self.alternatives],
             "next_steps": [s.to_dict() for s in self.next_steps],
         }
 

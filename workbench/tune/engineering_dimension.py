@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from workbench.eval.evaluate import EvalRun
+from workbench.eval.messages import Message
 from workbench.tune.dimension import NAMES, WEIGHTS, Dimension
 
 
@@ -52,16 +53,18 @@ def engineering_dimension(run: EvalRun, engine_stats: Mapping[str, Any]) -> Dime
     sig_pts = 30.0 if ev["signature_match"] else 0.0
     err_pts = 20.0 * max(0.0, 1.0 - 10.0 * err_share)
     score = round(fresh_pts + sig_pts + err_pts, 2)
-    formula = (
+    formula = Message(
         "50 if the index is fresh (else 50*max(0, 1 - 10*stale/indexed), 0 when unreported) "
         "+ 30 if the index's embedder signature matches the config "
         "+ 20*max(0, 1 - 10*error_share) of the run's queries"
     )
-    action = ""
+    action = None
     if ev["fresh"] is not True or not ev["signature_match"]:
-        action = "run `wikirag index` so the index matches the KB and the configured embedder"
+        action = Message(
+            "run `wikirag index` so the index matches the KB and the configured embedder"
+        )
     elif run.errors:
-        action = f"fix the {run.errors} query errors recorded in the run"
+        action = Message("fix the {n} query errors recorded in the run", {"n": run.errors})
     return Dimension(
         "engineering",
         NAMES["engineering"],
@@ -69,8 +72,18 @@ def engineering_dimension(run: EvalRun, engine_stats: Mapping[str, Any]) -> Dime
         score,
         ev,
         formula,
-        f"fresh {ev['fresh']} ({ev['stale_nodes']} stale), signature match "
-        f"{ev['signature_match']}, {run.errors}/{n} errors -> {score:.1f}",
+        Message(
+            "fresh {fresh} ({stale} stale), signature match {signature}, "
+            "{errors}/{n} errors -> {score}",
+            {
+                "fresh": str(ev["fresh"]),
+                "stale": ev["stale_nodes"],
+                "signature": str(ev["signature_match"]),
+                "errors": run.errors,
+                "n": n,
+                "score": f"{score:.1f}",
+            },
+        ),
         None,
         action,
     )

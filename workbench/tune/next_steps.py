@@ -48,7 +48,7 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-def experiment_step(overrides: Mapping[str, Any], why: str = "") -> NextStep:
+def experiment_step(overrides: Mapping[str, Any], why: Message | str = "") -> NextStep:
     sets = " ".join(f"--set {shlex.quote(f'{k}={_fmt(v)}')}" for k, v in overrides.items())
     change = ", ".join(f"{k}={_fmt(v)}" for k, v in overrides.items())
     return NextStep(
@@ -56,7 +56,7 @@ def experiment_step(overrides: Mapping[str, Any], why: str = "") -> NextStep:
         {"overrides": dict(overrides)},
         f"wikirag experiment try {sets}",
         Message("try {change}: {why}", {"change": change, "why": why})
-        if why
+        if str(why)
         else Message("try {change}", {"change": change}),
     )
 
@@ -172,7 +172,7 @@ def next_steps(
     optimizer and what the golden set would need."""
     steps: list[NextStep] = []
     if fresh:
-        steps.append(experiment_step(fresh["overrides"], str(fresh.get("why", ""))))
+        steps.append(experiment_step(fresh["overrides"], fresh.get("why", "")))
     keyed: dict[str, list[Any]] = {}
     for e in (fresh, *others):
         for k, v in ((e or {}).get("overrides") or {}).items():

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from engine.config import EngineConfig
 from workbench.eval.attribution import CAUSES
 from workbench.eval.evaluate import EvalRun
+from workbench.eval.messages import Message
 from workbench.tune.dimension import (
     NAMES,
     WEIGHTS,
@@ -44,8 +45,15 @@ def recall_fixes(run: EvalRun, mode: str, cfg: EngineConfig) -> list[Change]:
     m, vw, bw = cfg.fusion.multiplier, cfg.fusion.vector_weight, cfg.fusion.bm25_weight
     widen = (
         {"fusion.multiplier": min(100, m + 2)},
-        f"misses are mostly '{CAUSES.get(top or 'cut_at_k')}': a wider candidate pool "
-        f"(top_k x {m} -> x {min(100, m + 2)}) lets more relevant chapters reach fusion",
+        Message(
+            "misses are mostly '{cause}': a wider candidate pool (top_k x {now} -> x {wider}) "
+            "lets more relevant chapters reach fusion",
+            {
+                "cause": Message(str(CAUSES.get(top or "cut_at_k"))),
+                "now": m,
+                "wider": min(100, m + 2),
+            },
+        ),
     )
     if top == "dropped_by_fusion":
         vec = bm = 0
@@ -57,22 +65,34 @@ def recall_fixes(run: EvalRun, mode: str, cfg: EngineConfig) -> list[Change]:
         if bm >= vec:
             first = (
                 {"fusion.bm25_weight": round(bw * 2, 4)},
-                f"fusion drops chapters BM25 ranked in its top 5 ({bm} vs {vec} from vectors); "
-                "weight BM25 up",
+                Message(
+                    "fusion drops chapters BM25 ranked in its top 5 ({bm} vs {vec} from "
+                    "vectors); weight BM25 up",
+                    {"bm": bm, "vec": vec},
+                ),
             )
         else:
             first = (
                 {"fusion.vector_weight": round(vw * 2, 4)},
-                f"fusion drops chapters the vectors ranked in their top 5 ({vec} vs {bm} from "
-                "BM25); weight vectors up",
+                Message(
+                    "fusion drops chapters the vectors ranked in their top 5 ({vec} vs {bm} "
+                    "from BM25); weight vectors up",
+                    {"bm": bm, "vec": vec},
+                ),
             )
         return [first, widen]
     if top == "demoted_by_rerank":
         return [
-            ({"rerank.weight": 0.5}, "rerank pushes relevant chapters out of the top 5; blend it"),
+            (
+                {"rerank.weight": 0.5},
+                Message("rerank pushes relevant chapters out of the top 5; blend it"),
+            ),
             widen,
         ]
-    return [widen, ({"fusion.k": 20.0}, "a smaller RRF k lets each channel's top ranks dominate")]
+    return [
+        widen,
+        ({"fusion.k": 20.0}, Message("a smaller RRF k lets each channel's top ranks dominate")),
+    ]
 
 
 def metric_dimension(
@@ -93,7 +113,17 @@ def metric_dimension(
         score,
         {metric: round(value, 4), "queries": n, "mode": mode, "split": run.split},
         bands_text(metric, bands),
-        f"{metric} {value:.3f} on {n} queries ({mode}, split {run.split}) -> {score:.1f}",
+        Message(
+            "{metric} {value} on {n} queries ({mode}, split {split}) -> {score}",
+            {
+                "metric": metric,
+                "value": f"{value:.3f}",
+                "n": n,
+                "mode": mode,
+                "split": run.split,
+                "score": f"{score:.1f}",
+            },
+        ),
         first_change(run.config, fixes) if score < 100 else None,
         alternatives=tuple(valid_changes(run.config, fixes)[1:]) if score < 100 else (),
     )
@@ -101,10 +131,10 @@ def metric_dimension(
 
 def embedding_dimension(run: EvalRun, extra: Mapping[str, EvalRun], cfg: EngineConfig) -> Dimension:
     """vector-only recall@5 / hybrid recall@5, both without rerank."""
-    formula = (
-        "ratio = recall@5(vector only) / recall@5(hybrid), both without rerank; "
-        + bands_text("ratio", EMBED_RATIO_BANDS)
-        + "; ratio > 1 scores 100"
+    formula = Message(
+        "ratio = recall@5(vector only) / recall@5(hybrid), both without rerank; {bands}; "
+        "ratio > 1 scores 100",
+        {"bands": bands_text("ratio", EMBED_RATIO_BANDS)},
     )
     vec = mode_run(run, "vector", False) or extra.get("vector")
     hyb = mode_run(run, "hybrid", False) or extra.get("hybrid")
@@ -115,8 +145,10 @@ def embedding_dimension(run: EvalRun, extra: Mapping[str, EvalRun], cfg: EngineC
         [
             (
                 {"fusion.vector_weight": round(cfg.fusion.vector_weight / 2, 4)},
-                "the vector channel is weaker than the hybrid: give it less weight "
-                "(or index with a better local embedder, which needs a re-index)",
+                Message(
+                    "the vector channel is weaker than the hybrid: give it less weight "
+                    "(or index with a better local embedder, which needs a re-index)"
+                ),
             )
         ],
     )
@@ -128,9 +160,11 @@ def embedding_dimension(run: EvalRun, extra: Mapping[str, EvalRun], cfg: EngineC
             0.0,
             {"measured": False},
             formula,
-            "not measured: no vector-only and hybrid run without rerank -> 0",
+            Message("not measured: no vector-only and hybrid run without rerank -> 0"),
             None,
-            "run `wikirag scorecard` (it evaluates the vector-only mode from cached candidates)",
+            Message(
+                "run `wikirag scorecard` (it evaluates the vector-only mode from cached candidates)"
+            ),
         )
     v = vec.means("vector").get("recall@5", 0.0)
     h = hyb.means("hybrid").get("recall@5", 0.0)
@@ -148,21 +182,26 @@ def embedding_dimension(run: EvalRun, extra: Mapping[str, EvalRun], cfg: EngineC
             "embedder": cfg.embedding.provider,
         },
         formula,
-        f"vector {v:.3f} / hybrid {h:.3f} = {ratio:.3f} -> {score:.1f}",
+        Message(
+            "vector {v} / hybrid {h} = {ratio} -> {score}",
+            {"v": f"{v:.3f}", "h": f"{h:.3f}", "ratio": f"{ratio:.3f}", "score": f"{score:.1f}"},
+        ),
         fix if score < 100 else None,
-        "a stronger local embedder (embedding.provider=sentence-transformers with a local "
-        "model folder) raises this after a re-index"
+        Message(
+            "a stronger local embedder (embedding.provider=sentence-transformers with a local "
+            "model folder) raises this after a re-index"
+        )
         if score < 100
-        else "",
+        else None,
     )
 
 
 def rerank_dimension(run: EvalRun, mode: str, extra: Mapping[str, EvalRun]) -> Dimension:
     cfg = run.config
-    formula = (
+    formula = Message(
         "d = mean of (delta recall@5, delta MRR), rerank on minus off on the same queries; "
-        + bands_text("d", RERANK_DELTA_BANDS)
-        + f"; rerank off (provider none) scores {RERANK_OFF_SCORE:g}"
+        "{bands}; rerank off (provider none) scores {off}",
+        {"bands": bands_text("d", RERANK_DELTA_BANDS), "off": f"{RERANK_OFF_SCORE:g}"},
     )
     if not run.rerank or cfg.rerank.provider == "none":
         fix = first_change(
@@ -170,8 +209,10 @@ def rerank_dimension(run: EvalRun, mode: str, extra: Mapping[str, EvalRun]) -> D
             [
                 (
                     {"rerank.provider": "onnx-cross-encoder"},
-                    "no reranker: try the bundled ONNX cross-encoder (English-only; "
-                    "measure it on your queries)",
+                    Message(
+                        "no reranker: try the bundled ONNX cross-encoder (English-only; "
+                        "measure it on your queries)"
+                    ),
                 )
             ],
         )
@@ -182,7 +223,10 @@ def rerank_dimension(run: EvalRun, mode: str, extra: Mapping[str, EvalRun]) -> D
             RERANK_OFF_SCORE,
             {"rerank": "off", "provider": cfg.rerank.provider},
             formula,
-            f"rerank off: no measured effect -> {RERANK_OFF_SCORE:g} (weakness: no reranker)",
+            Message(
+                "rerank off: no measured effect -> {score} (weakness: no reranker)",
+                {"score": f"{RERANK_OFF_SCORE:g}"},
+            ),
             fix,
         )
     off = extra.get("no_rerank")
@@ -194,9 +238,12 @@ def rerank_dimension(run: EvalRun, mode: str, extra: Mapping[str, EvalRun]) -> D
             RERANK_OFF_SCORE,
             {"rerank": "on", "provider": cfg.rerank.provider, "measured": False},
             formula,
-            f"rerank on but no run without it to compare -> {RERANK_OFF_SCORE:g}",
+            Message(
+                "rerank on but no run without it to compare -> {score}",
+                {"score": f"{RERANK_OFF_SCORE:g}"},
+            ),
             None,
-            "run `wikirag scorecard` (it evaluates rerank off from cached candidates)",
+            Message("run `wikirag scorecard` (it evaluates rerank off from cached candidates)"),
         )
     on_m, off_m = run.means(mode), off.means(mode)
     dr = on_m.get("recall@5", 0.0) - off_m.get("recall@5", 0.0)
@@ -206,14 +253,20 @@ def rerank_dimension(run: EvalRun, mode: str, extra: Mapping[str, EvalRun]) -> D
     cands: list[Change]
     if d < 0:
         cands = [
-            ({"rerank.weight": 0.5}, "rerank hurts on these queries: blend it with fusion"),
-            ({"rerank.provider": "none"}, "rerank hurts on these queries: measure without it"),
+            (
+                {"rerank.weight": 0.5},
+                Message("rerank hurts on these queries: blend it with fusion"),
+            ),
+            (
+                {"rerank.provider": "none"},
+                Message("rerank hurts on these queries: measure without it"),
+            ),
         ]
     else:
         cands = [
             (
                 {"rerank.max_candidates": min(1000, cfg.rerank.max_candidates + 15)},
-                "rerank helps: let it see more candidates",
+                Message("rerank helps: let it see more candidates"),
             )
         ]
     return Dimension(
@@ -229,7 +282,10 @@ def rerank_dimension(run: EvalRun, mode: str, extra: Mapping[str, EvalRun]) -> D
             "d": round(d, 4),
         },
         formula,
-        f"delta recall@5 {dr:+.3f}, delta MRR {dm:+.3f}, d {d:+.3f} -> {score:.1f}",
+        Message(
+            "delta recall@5 {dr}, delta MRR {dm}, d {d} -> {score}",
+            {"dr": f"{dr:+.3f}", "dm": f"{dm:+.3f}", "d": f"{d:+.3f}", "score": f"{score:.1f}"},
+        ),
         first_change(cfg, cands) if score < 100 else None,
         alternatives=tuple(valid_changes(cfg, cands)[1:]) if score < 100 else (),
     )

@@ -16,6 +16,7 @@ from typing import Any
 from engine.config import EngineConfig
 from workbench.eval import golden
 from workbench.eval.evaluate import EvalRun
+from workbench.eval.messages import Message
 from workbench.tune.architecture_dimension import architecture_dimension
 from workbench.tune.corpus_dimensions import chunking_dimension, coverage_dimension
 from workbench.tune.dimension import Change, Dimension
@@ -105,10 +106,10 @@ def build_scorecard(
     mrr_fixes: list[Change] = [
         (
             {"rerank.provider": "onnx-cross-encoder"},
-            "MRR is about the first relevant rank; a cross-encoder reorders the top",
+            Message("MRR is about the first relevant rank; a cross-encoder reorders the top"),
         ),
-        ({"fusion.k": 20.0}, "a smaller RRF k rewards agreement at the top ranks"),
-        ({"fusion.k": 10.0}, "a smaller RRF k rewards agreement at the top ranks"),
+        ({"fusion.k": 20.0}, Message("a smaller RRF k rewards agreement at the top ranks")),
+        ({"fusion.k": 10.0}, Message("a smaller RRF k rewards agreement at the top ranks")),
     ]
     if cfg.rerank.provider != "none":
         mrr_fixes = mrr_fixes[1:]

