@@ -160,7 +160,7 @@ def test_evidence_and_formula_are_shown():
     assert emb.evidence["ratio"] == pytest.approx(0.8)
     assert "recall@5(vector only) / recall@5(hybrid)" in str(emb.formula)
     rr = card.dimension("rerank")
-    assert rr.evidence["rerank"] == "off"
+    assert str(rr.evidence["rerank"]) == "off"
     assert rr.next_experiment["overrides"] == {"rerank.provider": "onnx-cross-encoder"}
     assert card.dimension("chunking").evidence["long_share"] == 0.25
     cov = card.dimension("coverage").evidence

@@ -9,6 +9,9 @@ from workbench.eval.evaluate import EvalRun
 from workbench.eval.messages import Message
 from workbench.tune.dimension import NAMES, WEIGHTS, Dimension
 
+# How a yes / no / not-reported evidence value reads in the rule (Python's words in English).
+_STATE_WORDS = {True: Message("True"), False: Message("False"), None: Message("None")}
+
 
 def engineering_evidence(engine_stats: Mapping[str, Any]) -> dict[str, Any]:
     """Freshness and embedder-signature match from ``engine.stats()``.
@@ -76,9 +79,9 @@ def engineering_dimension(run: EvalRun, engine_stats: Mapping[str, Any]) -> Dime
             "fresh {fresh} ({stale} stale), signature match {signature}, "
             "{errors}/{n} errors -> {score}",
             {
-                "fresh": str(ev["fresh"]),
+                "fresh": _STATE_WORDS[ev["fresh"]],
                 "stale": ev["stale_nodes"],
-                "signature": str(ev["signature_match"]),
+                "signature": _STATE_WORDS[ev["signature_match"]],
                 "errors": run.errors,
                 "n": n,
                 "score": f"{score:.1f}",

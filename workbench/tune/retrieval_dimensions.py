@@ -221,7 +221,7 @@ def rerank_dimension(run: EvalRun, mode: str, extra: Mapping[str, EvalRun]) -> D
             NAMES["rerank"],
             WEIGHTS["rerank"],
             RERANK_OFF_SCORE,
-            {"rerank": "off", "provider": cfg.rerank.provider},
+            {"rerank": Message("off"), "provider": cfg.rerank.provider},
             formula,
             Message(
                 "rerank off: no measured effect -> {score} (weakness: no reranker)",
@@ -236,7 +236,7 @@ def rerank_dimension(run: EvalRun, mode: str, extra: Mapping[str, EvalRun]) -> D
             NAMES["rerank"],
             WEIGHTS["rerank"],
             RERANK_OFF_SCORE,
-            {"rerank": "on", "provider": cfg.rerank.provider, "measured": False},
+            {"rerank": Message("on"), "provider": cfg.rerank.provider, "measured": False},
             formula,
             Message(
                 "rerank on but no run without it to compare -> {score}",
@@ -275,7 +275,7 @@ def rerank_dimension(run: EvalRun, mode: str, extra: Mapping[str, EvalRun]) -> D
         WEIGHTS["rerank"],
         score,
         {
-            "rerank": "on",
+            "rerank": Message("on"),
             "provider": cfg.rerank.provider,
             "delta_recall@5": round(dr, 4),
             "delta_mrr": round(dm, 4),
