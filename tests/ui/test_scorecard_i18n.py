@@ -69,3 +69,18 @@ def test_the_chinese_scorecard_page_shows_rules_formulas_and_verdicts_in_chinese
     kb_words = {w.lower() for w in _LATIN.findall(" ".join(_kb_text(ui_copy)))}
     found = _english_words(cells + codes + verdicts, kb_words | FORMULA_NAMES)
     assert found == set(), found
+
+
+def test_the_markdown_scorecard_reads_in_chinese_with_a_translator_and_english_without():
+    from workbench.tune.scorecard_markdown import scorecard_markdown
+
+    card = _card()
+    assert card.to_markdown() == scorecard_markdown(card.to_dict())  # the CLI's text
+    english = card.to_markdown()
+    assert english.startswith("# Scorecard: ") and "## Top weaknesses" in english
+    zh = card.to_markdown(_zh)
+    assert zh.startswith(f"# 评分卡：{card.total:.1f} / 100 —— 等级 {card.grade}\n")
+    assert "| 维度 | 权重 | 得分 | 加权得分 | 依据 |" in zh and "## 主要薄弱项" in zh
+    # the raw evidence after "证据：" is data (key=value), as in the English card
+    prose = [line.split("证据：")[0] for line in zh.splitlines()]
+    assert _english_words(prose, FORMULA_NAMES) == set()

@@ -94,21 +94,23 @@ class Dimension:
         """Points of the 100-point total this dimension leaves on the table x 100."""
         return self.weight * (100.0 - self.score)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, translate: Translate | None = None) -> dict[str, Any]:
+        """Plain data, its texts in English (the CLI, --json) or through ``translate``."""
+        tr = translate
         return {
             "key": self.key,
-            "name": self.name,
+            "name": tr(self.name) if tr else self.name,
             "weight": self.weight,
             "score": self.score,
             "weighted": round(self.weight * self.score / 100.0, 2),
             "loss": round(self.loss / 100.0, 2),
-            "evidence": rendered(self.evidence),
-            "formula": self.formula.render(),
-            "rule": self.rule.render(),
-            "next_experiment": rendered(self.next_experiment),
-            "action": self.action.render() if self.action else "",
-            "alternatives": [rendered(e) for e in self.alternatives],
-            "next_steps": [s.to_dict() for s in self.next_steps],
+            "evidence": rendered(self.evidence, tr),
+            "formula": self.formula.render(tr),
+            "rule": self.rule.render(tr),
+            "next_experiment": rendered(self.next_experiment, tr),
+            "action": self.action.render(tr) if self.action else "",
+            "alternatives": [rendered(e, tr) for e in self.alternatives],
+            "next_steps": [s.to_dict(tr) for s in self.next_steps],
         }
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from engine.config import EngineConfig
 from workbench.eval.golden import GoldenSet
 from workbench.eval.health import mde, spread_from_comparison
-from workbench.eval.messages import Message
+from workbench.eval.messages import Message, Translate
 from workbench.eval.percentiles import percentile
 from workbench.tune.search_space import SEARCH_SPACE, ParamSpec
 
@@ -30,12 +30,12 @@ class NextStep:
     command: str  # the CLI line that runs it ("" for grow_golden_set: it is work, not a run)
     message: Message = field(default_factory=lambda: Message(""))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, translate: Translate | None = None) -> dict[str, Any]:
         return {
             "kind": self.kind,
             "args": dict(self.args),
             "command": self.command,
-            "text": self.message.render(),
+            "text": self.message.render(translate),
             "message": self.message.to_dict(),
         }
 

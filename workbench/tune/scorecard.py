@@ -16,7 +16,7 @@ from typing import Any
 from engine.config import EngineConfig
 from workbench.eval import golden
 from workbench.eval.evaluate import EvalRun
-from workbench.eval.messages import Message
+from workbench.eval.messages import Message, Translate
 from workbench.tune.architecture_dimension import architecture_dimension
 from workbench.tune.corpus_dimensions import chunking_dimension, coverage_dimension
 from workbench.tune.dimension import Change, Dimension
@@ -62,20 +62,21 @@ class Scorecard:
     def dimension(self, key: str) -> Dimension:
         return next(d for d in self.dimensions if d.key == key)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, translate: Translate | None = None) -> dict[str, Any]:
+        """Plain data: texts in English (the CLI, --json, reports) or through ``translate``."""
         return {
             "total": self.total,
             "grade": self.grade,
             "run_id": self.run_id,
             "config_hash": self.config_hash,
             "mode": self.mode,
-            "dimensions": [d.to_dict() for d in self.dimensions],
-            "weaknesses": [d.to_dict() for d in self.weaknesses],
+            "dimensions": [d.to_dict(translate) for d in self.dimensions],
+            "weaknesses": [d.to_dict(translate) for d in self.weaknesses],
             "meta": self.meta,
         }
 
-    def to_markdown(self) -> str:
-        return scorecard_markdown(self.to_dict())
+    def to_markdown(self, translate: Translate | None = None) -> str:
+        return scorecard_markdown(self.to_dict(translate), translate=translate)
 
 
 def build_scorecard(

@@ -5,16 +5,58 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from workbench.eval.messages import Message, Translate
 
-def scorecard_markdown(card: Mapping[str, Any], heading: str = "#") -> str:
-    """Markdown of a scorecard dict (``Scorecard.to_dict()``), also used by reports."""
+# The kinds of next step (workbench.tune.next_steps.KINDS) as the list reads them.
+STEP_WORDS = {
+    "experiment": Message("next experiment"),
+    "sweep": Message("next sweep"),
+    "optimize": Message("next optimize"),
+    "grow_golden_set": Message("next grow golden set"),
+}
+
+
+def scorecard_markdown(
+    card: Mapping[str, Any], heading: str = "#", translate: Translate | None = None
+) -> str:
+    """Markdown of a scorecard dict (``Scorecard.to_dict()``), also used by reports.
+
+    ``translate`` renders the frame (headings, column names, labels) in the UI's language;
+    the card's own texts are already in it when ``to_dict`` got the same translator.
+    """
+
+    def tr(message: Message) -> str:
+        return message.render(translate)
+
+    columns = (
+        Message("Dimension"),
+        Message("Weight"),
+        Message("Score"),
+        Message("Weighted"),
+        Message("Rule"),
+    )
     out = [
-        f"{heading} Scorecard: {card['total']:.1f} / 100 — grade {card['grade']}",
+        heading
+        + " "
+        + tr(
+            Message(
+                "Scorecard: {total} / 100 — grade {grade}",
+                {"total": f"{card['total']:.1f}", "grade": card["grade"]},
+            )
+        ),
         "",
-        f"Run `{card.get('run_id', '')}`, config `{card.get('config_hash', '')}`, "
-        f"mode {card.get('mode', '')}.",
+        tr(
+            Message(
+                "Run `{run}`, config `{hash}`, mode {mode}.",
+                {
+                    "run": card.get("run_id", ""),
+                    "hash": card.get("config_hash", ""),
+                    "mode": card.get("mode", ""),
+                },
+            )
+        ),
         "",
-        "| Dimension | Weight | Score | Weighted | Rule |",
+        "| " + " | ".join(tr(c) for c in columns) + " |",
         "|---|---:|---:|---:|---|",
     ]
     for d in card["dimensions"]:
@@ -22,25 +64,51 @@ def scorecard_markdown(card: Mapping[str, Any], heading: str = "#") -> str:
             f"| {d['name']} | {d['weight']} | {d['score']:.1f} | {d['weighted']:.2f} | "
             f"{md_cell(d['rule'])} |"
         )
-    out += ["", f"{heading}# Top weaknesses", ""]
+    out += ["", f"{heading}# " + tr(Message("Top weaknesses")), ""]
     for n, d in enumerate(card["weaknesses"], 1):
-        out.append(f"{n}. **{d['name']}** ({d['score']:.1f}; loses {d['loss']:.2f} points)")
+        out.append(
+            tr(
+                Message(
+                    "{n}. **{name}** ({score}; loses {loss} points)",
+                    {
+                        "n": n,
+                        "name": d["name"],
+                        "score": f"{d['score']:.1f}",
+                        "loss": f"{d['loss']:.2f}",
+                    },
+                )
+            )
+        )
         steps = d.get("next_steps") or []
         for step in steps:
             run = f"`{step['command']}` — " if step.get("command") else ""
-            out.append(f"   - next {step['kind'].replace('_', ' ')}: {run}{md_cell(step['text'])}")
+            word = STEP_WORDS.get(step["kind"], Message("next " + step["kind"].replace("_", " ")))
+            out.append(f"   - {tr(word)}: {run}{md_cell(step['text'])}")
         exp = d.get("next_experiment")
         if exp and not steps:
             sets = " ".join(f"--set {k}={_yaml_value(v)}" for k, v in exp["overrides"].items())
-            out.append(f"   - next experiment: `wikirag experiment try {sets}` — {exp['why']}")
+            said = tr(STEP_WORDS["experiment"])
+            out.append(f"   - {said}: `wikirag experiment try {sets}` — {exp['why']}")
         if d.get("action"):
             out.append(f"   - {d['action']}")
     if not card["weaknesses"]:
-        out.append("None: every dimension scores 100.")
-    out += ["", f"{heading}# Evidence and formulas", ""]
+        out.append(tr(Message("None: every dimension scores 100.")))
+    out += ["", f"{heading}# " + tr(Message("Evidence and formulas")), ""]
     for d in card["dimensions"]:
         ev = ", ".join(f"{k}={_fmt(v)}" for k, v in d["evidence"].items())
-        out.append(f"- **{d['name']}** ({d['score']:.1f}): {md_cell(d['formula'])}. Evidence: {ev}")
+        out.append(
+            tr(
+                Message(
+                    "- **{name}** ({score}): {formula}. Evidence: {evidence}",
+                    {
+                        "name": d["name"],
+                        "score": f"{d['score']:.1f}",
+                        "formula": md_cell(d["formula"]),
+                        "evidence": ev,
+                    },
+                )
+            )
+        )
     return "\n".join(out) + "\n"
 
 
