@@ -204,3 +204,27 @@ def test_cli_writes_every_format_from_the_latest_run(tmp_path, monkeypatch):
         assert out.read_text(encoding="utf-8")
     assert (tmp_path / "r.trec-run").read_text().splitlines()[0].startswith("q1 Q0 d#a 1 ")
     assert "q3 0 d#z 2" in (tmp_path / "r.trec-qrels").read_text()
+
+
+def test_a_report_in_chinese_carries_its_scorecard_in_chinese():
+    # What the Reports page does in the Chinese UI: the scorecard's prose and its frame
+    # (headings, columns) both go through the UI's translator.
+    from dataclasses import replace
+
+    from workbench.tune.scorecard_markdown import scorecard_markdown
+    from workbench.ui import i18n
+
+    zh = i18n.catalog("zh")
+
+    def tr(key: str) -> str:
+        return zh.get(key, key)
+
+    run = _run()
+    card = build_scorecard(run, kb=None, gs=None, engine_stats={})
+    english = build_report(None, RunRecord.from_run(run), scorecard=card, log_records=LOG)
+    chinese = replace(english, scorecard=card.to_dict(tr))
+    md = render_markdown(chinese, translate=tr)
+    section = scorecard_markdown(card.to_dict(tr), heading="###", translate=tr)
+    assert section in md
+    assert scorecard_markdown(english.scorecard, heading="###") not in md
+    assert section != scorecard_markdown(english.scorecard, heading="###")

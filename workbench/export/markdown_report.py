@@ -108,7 +108,7 @@ def render_markdown(report: Report, translate: Translate | None = None) -> str:
     out += _md_recommendations(report, tr)
     out += ["", f"## {titles['scorecard']}", ""]
     if report.scorecard:
-        out.append(scorecard_markdown(report.scorecard, heading="###"))
+        out.append(scorecard_markdown(report.scorecard, heading="###", translate=tr))
     else:
         out.append(Message("No scorecard in this report; run `wikirag scorecard`.").render(tr))
     return "\n".join(out).rstrip() + "\n"

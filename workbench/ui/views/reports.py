@@ -32,7 +32,8 @@ with ui.guarded(t("Reports")):
     card = state.scorecard()
     if card is not None and card.config_hash != record.config_hash:
         card = None  # a scorecard of another config does not belong in this report
-    report = build_report(ws, record, scorecard=card, mode=mode)
+    # The scorecard's prose in the UI's language, like the rest of the report on this page.
+    report = build_report(ws, record, scorecard=card.to_dict(t) if card else None, mode=mode)
     if card is None:
         st.caption(
             t(
