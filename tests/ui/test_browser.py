@@ -222,3 +222,27 @@ def test_evaluate_failure_drilldown_in_chromium(server: str, browser) -> None:
         page.screenshot(path=str(SHOTS / "evaluate-failures.png"), full_page=True)
     finally:
         page.close()
+
+
+def test_a_click_on_a_golden_set_row_picks_that_query_to_label_in_chromium(
+    server: str, browser
+) -> None:
+    page = _open(browser, f"{server}/golden_set", "Golden set")
+    try:
+        picker = page.get_by_role("combobox", name="Query to label")
+        assert picker.input_value().startswith("q001 · ")  # the first query before any click
+        grid = page.locator('[data-testid="stDataFrame"]').first
+        for _ in range(3):  # a click can land while the grid still redraws
+            box = grid.bounding_box()
+            assert box is not None
+            page.mouse.click(box["x"] + 60, box["y"] + 35 + 35 * 2 + 17)  # the third row
+            page.wait_for_timeout(300)
+            page.locator('[data-testid="stStatusWidget"]').wait_for(state="detached")
+            page.wait_for_timeout(300)
+            if picker.input_value().startswith("q003 · "):
+                break
+        page.screenshot(path=str(SHOTS / "golden-set-click.png"), full_page=True)
+        assert picker.input_value().startswith("q003 · ")
+        assert page.locator('[data-testid="stException"]').count() == 0
+    finally:
+        page.close()

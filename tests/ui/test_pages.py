@@ -89,6 +89,16 @@ def test_golden_set_edit_label_and_save(ui_copy):
     assert "category: agents" in text.split("q006")[1]  # from its first label
 
 
+def test_golden_set_table_is_clickable_and_becomes_an_editor_on_the_toggle(ui_copy):
+    at = open_page("golden_set")
+    assert at.toggle(key=state.GOLDEN_TABLE_EDIT).value is False  # a set exists: click mode
+    assert [d.key for d in at.dataframe] == [state.GOLDEN_TABLE_PICK] and "Click a row" in texts(at)
+    at.toggle(key=state.GOLDEN_TABLE_EDIT).set_value(True).run()
+    assert not at.exception
+    (editor,) = at.dataframe  # the editor, in place of the clickable table
+    assert editor.key.startswith(state.GOLDEN_EDITOR) and "Click a row" not in texts(at)
+
+
 def test_golden_set_label_can_be_removed(ui_copy):
     at = open_page("golden_set")
     at.selectbox(key=state.GOLDEN_TARGET).select("q002").run()

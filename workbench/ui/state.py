@@ -44,6 +44,8 @@ CHAT_HISTORY_PICK = "chat_history_pick"
 CHAT_REPLAY_CONFIG = "chat_replay_config"
 CHAT_REPLAY = "chat_replay"
 GOLDEN_TARGET = "golden_target"  # the query being labelled
+GOLDEN_TABLE_EDIT = "golden_table_edit"  # the toggle: the table as an editor, else clickable
+GOLDEN_TABLE_PICK = "golden_table_pick"  # the clickable table: a click picks the query
 KB_DOC = "kb_doc"  # the Knowledge base tree's document
 KB_DEPTH = "kb_depth"
 SEARCH_RESPONSE = "search_response"
@@ -247,6 +249,11 @@ def keep_golden_working(gs: GoldenSet) -> None:
     """Remember the editor's current rows (the editor forgets them when the page is left)."""
     st.session_state[GOLDEN_WORKING] = gs
     st.session_state[GOLDEN_DIRTY] = True
+
+
+def golden_working() -> GoldenSet | None:
+    """The editor's latest rows (None until the table was edited since the last draft)."""
+    return _get(GOLDEN_WORKING)
 
 
 def restore_golden_working() -> None:

@@ -65,26 +65,43 @@ with ui.guarded(t("Golden set")):
         "answer_contains": t("answer_contains"),
         "notes": t("notes"),
     }
-    edited = st.data_editor(
-        golden_table.golden_frame(draft).rename(columns=heads),
-        key=state.golden_editor_key(),
-        num_rows="dynamic",
-        hide_index=True,
-        width="stretch",
-        column_config={
-            heads["id"]: st.column_config.TextColumn(width="small"),
-            heads["query"]: st.column_config.TextColumn(width="large", required=True),
-            heads["relevant"]: st.column_config.TextColumn(width="large"),
-            heads["difficulty"]: st.column_config.SelectboxColumn(
-                options=list(golden.DIFFICULTIES), default="medium"
-            ),
-            heads["split"]: st.column_config.SelectboxColumn(options=list(golden.SPLITS)),
-            heads["unanswerable"]: st.column_config.CheckboxColumn(default=False),
-        },
-    ).rename(columns={v: k for k, v in heads.items()})
-    working = golden_table.frame_golden(edited, draft)
-    if working.content_hash != draft.content_hash:
-        state.keep_golden_working(working)
+    # A click on a row picks that query for labelling below; the toggle turns the table
+    # into an editor (on from the start when there is no set yet: rows are typed there).
+    editing = st.toggle(t("Edit in the table"), value=saved is None, key=state.GOLDEN_TABLE_EDIT)
+    if not editing:
+        shown_set = state.golden_working() or draft
+        clicked = ui.clickable_table(
+            golden_table.golden_frame(shown_set).rename(columns=heads),
+            [it.id for it in shown_set.items],
+            state.GOLDEN_TABLE_PICK,
+            width="stretch",
+            height=ui.fitted_height(len(shown_set.items), 420),
+        )
+        if clicked is not None:
+            st.session_state[state.GOLDEN_TARGET] = clicked  # before its picker is drawn
+        st.caption(t("Click a row to label that query below; turn on the toggle to edit."))
+        working = shown_set
+    else:
+        edited = st.data_editor(
+            golden_table.golden_frame(draft).rename(columns=heads),
+            key=state.golden_editor_key(),
+            num_rows="dynamic",
+            hide_index=True,
+            width="stretch",
+            column_config={
+                heads["id"]: st.column_config.TextColumn(width="small"),
+                heads["query"]: st.column_config.TextColumn(width="large", required=True),
+                heads["relevant"]: st.column_config.TextColumn(width="large"),
+                heads["difficulty"]: st.column_config.SelectboxColumn(
+                    options=list(golden.DIFFICULTIES), default="medium"
+                ),
+                heads["split"]: st.column_config.SelectboxColumn(options=list(golden.SPLITS)),
+                heads["unanswerable"]: st.column_config.CheckboxColumn(default=False),
+            },
+        ).rename(columns={v: k for k, v in heads.items()})
+        working = golden_table.frame_golden(edited, draft)
+        if working.content_hash != draft.content_hash:
+            state.keep_golden_working(working)
     dirty = state.golden_dirty()
 
     issues = golden.validate(working, kb)
