@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
+from engine import prf
 from engine.bm25_batch import BatchScorer
 from engine.config import SEARCH_MODES, EngineConfig, LexicalConfig
 from engine.errors import EngineError
@@ -106,7 +107,7 @@ def retrieve(
         timings["expand"] = elapsed_ms(t)
         t = time.perf_counter()
         tokens = query_tokens(query, terms, cfg.lexical.tokenizer_spec)
-        hits = snap.bm25(cfg.lexical).top_n(tokens, pool, mask)
+        hits = prf.top_n(snap.bm25(cfg.lexical), tokens, pool, mask, cfg.lexical)
         timings["bm25"] = elapsed_ms(t)
         return terms, [(snap.ids[i], s) for i, s in hits]
 
@@ -154,7 +155,11 @@ def keyword_hits(
     snap: IndexSnapshot, lex: LexicalConfig, token_lists: Sequence[Sequence[str]], pool: int
 ) -> list[Hits]:
     """The BM25 channel of many queries under ``lex``, no filters (see Engine.keyword_channel)."""
-    if lex.backend == "sparse" and lex.tokenizer == snap.manifest.tokenizer:
+    if lex.prf_on:
+        # Feedback is a second pass per query, on that query's own first-pass chapters.
+        index = snap.bm25(lex)
+        hits = [prf.top_n(index, t, pool, None, lex) for t in token_lists]
+    elif lex.backend == "sparse" and lex.tokenizer_spec == snap.manifest.tokenizer:
         # One sparse product for all queries; equal to top_n bit for bit (BatchScorer).
         params = BM25Params(lex.k1, lex.b, lex.title_weight, lex.title_b)
         hits = BatchScorer(snap.lexical, token_lists).top_n(params, pool)

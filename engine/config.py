@@ -24,6 +24,7 @@ from engine.config_legacy import fill_legacy
 from engine.credentials import DEFAULT_KEY_ENV, DEFAULT_RERANK_KEY_ENV
 from engine.errors import ConfigError
 from engine.fusion import FUSIONS, NORMALIZATIONS
+from engine.tokenizer import tokenizer_spec
 from engine.yaml_safe import refuse_aliases, safe_load, short
 
 # The one definition of the search modes and expand choices: the CLI's `choices=`, the HTTP
@@ -98,12 +99,26 @@ class LexicalConfig:
     # Off by default: it raised hybrid MRR on an English handbook set (0.678 -> 0.701) but
     # lowered it on the mixed wiki (0.689 -> 0.656), neither significant per query, and
     # Chinese sets are unchanged (benchmarks/bench_stemming.py; the README's lexical section).
-    stem: bool = False
+    # "auto": stem only the texts (each chapter's body, each title, each query) whose letters
+    # are mostly Latin script (engine.tokenizer.mostly_latin), so a mixed zh/en KB stems
+    # its English chapters and leaves the Chinese ones (with their English words) as cut.
+    stem: bool | str = field(default=False, metadata={"choices": (False, True, "auto")})
+    # Pseudo-relevance feedback (RM3; engine/prf.py): after a first BM25 pass the top
+    # ``prf_docs`` chapters lend the query ``prf_terms`` terms, weighted ``prf_weight``
+    # against the original query's 1 - prf_weight, and BM25 scores again. 0 docs = off.
+    prf_docs: int = _num(0, 0, 100)
+    prf_terms: int = _num(10, 1, 200)
+    prf_weight: float = _num(0.5, 0.0, 1.0)
 
     @property
     def tokenizer_spec(self) -> str:
-        """What ``engine.tokenizer.tokenize`` takes: the mode, ``+stem`` when stemming."""
-        return f"{self.tokenizer}+stem" if self.stem else self.tokenizer
+        """What ``engine.tokenizer.tokenize`` takes: the mode, plus the stemming suffix."""
+        return tokenizer_spec(self.tokenizer, self.stem)
+
+    @property
+    def prf_on(self) -> bool:
+        """Whether the keyword channel runs a feedback pass (RM3) after the first."""
+        return self.prf_docs > 0 and self.prf_weight > 0.0
 
 
 @dataclass(frozen=True)
@@ -299,7 +314,7 @@ class EngineConfig:
                 part["index"].pop(key)
         # Only when stemming: unstemmed configs keep the keys (and side indexes) they had.
         if self.lexical.stem:
-            part["lexical"] = {"stem": True}
+            part["lexical"] = {"stem": self.lexical.stem}
         return part
 
     @property
@@ -436,7 +451,9 @@ def _build(cls: type, data: Any, where: str) -> Any:
 
 def _coerce(key: str, tp: Any, value: Any, meta: Any) -> Any:
     if isinstance(tp, types.UnionType) or typing.get_origin(tp) is typing.Union:
-        tp = next(a for a in typing.get_args(tp) if a is not type(None))
+        # The member the value is (lexical.stem: a bool, or the string "auto"), else the first.
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        tp = next((a for a in args if type(value) is a), args[0])
     if tp is bool:
         if not isinstance(value, bool):
             raise ConfigError(f"{key} must be true or false, got {short(value)}")
@@ -462,7 +479,8 @@ def _coerce(key: str, tp: Any, value: Any, meta: Any) -> Any:
             raise ConfigError(f"{key} must be a string, got {short(value)}")
     choices = meta.get("choices")
     if choices and value not in choices:
-        raise ConfigError(f"{key} must be one of {', '.join(choices)}; got {short(value)}")
+        named = ", ".join(str(c).lower() if isinstance(c, bool) else str(c) for c in choices)
+        raise ConfigError(f"{key} must be one of {named}; got {short(value)}")
     lo, hi = meta.get("range", (None, None))
     if lo is not None and value < lo:
         raise ConfigError(f"{key} must be >= {lo}; got {value!r}")

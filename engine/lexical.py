@@ -14,7 +14,7 @@ saturation. At ``title_weight == 0`` it is the plain BM25 above, bit for bit.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -207,11 +207,15 @@ class SparseBM25:
 
     def _accumulate(self, query_tokens: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """(every document's score, the documents scoring > 0 in ascending order)."""
+        qf_of = Counter(t for t in map(self.term_index.get, query_tokens) if t is not None)
+        return self._accumulate_weighted(qf_of)
+
+    def _accumulate_weighted(self, weight_of: Mapping[int, float]) -> tuple[np.ndarray, np.ndarray]:
+        """``_accumulate`` for query term weights by column (a count, or RM3's weight)."""
         scores = np.zeros(self.n_docs, dtype=np.float64)
         wt = self._weights
         # Terms in column order, as a sparse product sums them: BatchScorer gives the same bits.
-        qf_of = Counter(t for t in map(self.term_index.get, query_tokens) if t is not None)
-        for t, qf in sorted(qf_of.items()):
+        for t, qf in sorted(weight_of.items()):
             s, e = wt.indptr[t], wt.indptr[t + 1]
             scores[wt.indices[s:e]] += (qf * self.idf[t]) * wt.data[s:e]
         # One pass over the scores, not np.unique over the concatenated posting lists: with
@@ -228,6 +232,13 @@ class SparseBM25:
     ) -> list[tuple[int, float]]:
         """Best ``n`` (doc index, score) with score > 0; ties by doc index ascending."""
         scores, hit = self._accumulate(query_tokens)
+        return _top(scores, hit, n, allowed_mask)
+
+    def top_n_weighted(
+        self, weight_of: Mapping[int, float], n: int, allowed_mask: np.ndarray | None = None
+    ) -> list[tuple[int, float]]:
+        """``top_n`` for a weighted query: column -> weight (what feedback re-scores with)."""
+        scores, hit = self._accumulate_weighted(weight_of)
         return _top(scores, hit, n, allowed_mask)
 
     def to_bytes(self) -> bytes:

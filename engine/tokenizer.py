@@ -17,6 +17,8 @@ TOKENIZER_MODES = ("jieba-search", "jieba")
 # Snowball / Porter2). The index's manifest records the spec, so a query is never tokenized
 # differently from the chapters it is matched against.
 STEM_SUFFIX = "+stem"
+# ... and this one when only mostly-Latin texts are (``lexical.stem: auto``).
+AUTO_STEM_SUFFIX = "+stem-auto"
 
 # Function words that carry no topic: dropped from documents and queries alike so a question
 # like "如何…？" does not rank chapters by how often they say "如何".
@@ -58,19 +60,43 @@ def warm_up() -> None:
     _jieba()
 
 
-def tokenizer_spec(mode: str, stem: bool) -> str:
-    """The spec ``tokenize`` takes (and a manifest records) for a mode and stemming choice."""
+def tokenizer_spec(mode: str, stem: bool | str) -> str:
+    """The spec ``tokenize`` takes (and a manifest records) for a mode and stemming choice
+    (False, True, or "auto": stem the mostly-Latin texts only)."""
+    if stem == "auto":
+        return f"{mode}{AUTO_STEM_SUFFIX}"
     return f"{mode}{STEM_SUFFIX}" if stem else mode
 
 
-def parse_tokenizer_spec(spec: str) -> tuple[str, bool]:
-    """``"jieba-search+stem"`` -> ``("jieba-search", True)``; ValueError for an unknown spec."""
-    stem = spec.endswith(STEM_SUFFIX)
-    mode = spec[: -len(STEM_SUFFIX)] if stem else spec
+def parse_tokenizer_spec(spec: str) -> tuple[str, bool | str]:
+    """``"jieba-search+stem"`` -> ``("jieba-search", True)``, ``"jieba+stem-auto"`` ->
+    ``("jieba", "auto")``; ValueError for an unknown spec."""
+    stem: bool | str = False
+    mode = spec
+    for suffix, choice in ((AUTO_STEM_SUFFIX, "auto"), (STEM_SUFFIX, True)):
+        if spec.endswith(suffix):
+            mode, stem = spec[: -len(suffix)], choice
+            break
     if mode not in TOKENIZER_MODES:
         modes = ", ".join(TOKENIZER_MODES)
-        raise ValueError(f"tokenizer must be one of {modes} (optionally +stem); got {spec!r}")
+        raise ValueError(
+            f"tokenizer must be one of {modes} (optionally +stem or +stem-auto); got {spec!r}"
+        )
     return mode, stem
+
+
+_LATIN_LETTER = re.compile(r"[A-Za-z\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f]")
+_CJK_CHAR = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+# A CJK character carries about what three Latin letters do (an English rendering of a
+# Chinese text runs about three letters per character), so a text is "mostly Latin" when
+# its Latin letters outnumber three times its CJK characters.
+LATIN_LETTERS_PER_CJK = 3
+
+
+def mostly_latin(text: str) -> bool:
+    """Whether ``text`` is mostly Latin-script by content (what ``stem: auto`` stems)."""
+    latin = len(_LATIN_LETTER.findall(text))
+    return latin > 0 and latin > LATIN_LETTERS_PER_CJK * len(_CJK_CHAR.findall(text))
 
 
 # Lowercased Latin-script words (ASCII and Latin-1/Extended-A/B letters) are stemmed; CJK,
@@ -103,9 +129,11 @@ def tokenize(text: str, mode: str = "jieba-search") -> list[str]:
     """Segment ``text`` with jieba; lowercase; drop whitespace, punctuation and stop words.
 
     ``mode`` is a tokenizer spec: with the ``+stem`` suffix Latin-script words are then
-    reduced to their English stem ("databases" and "database" both give "databas").
+    reduced to their English stem ("databases" and "database" both give "databas"); with
+    ``+stem-auto`` only when the whole ``text`` is mostly Latin (``mostly_latin``).
     """
-    mode, stem = parse_tokenizer_spec(mode)
+    mode, choice = parse_tokenizer_spec(mode)
+    stem = mostly_latin(text) if choice == "auto" else bool(choice)
     jieba = _jieba()
     lowered = text.lower()
     raw = jieba.cut_for_search(lowered) if mode == "jieba-search" else jieba.cut(lowered)
@@ -121,9 +149,12 @@ def tokenize(text: str, mode: str = "jieba-search") -> list[str]:
 
 
 __all__ = [
+    "AUTO_STEM_SUFFIX",
+    "LATIN_LETTERS_PER_CJK",
     "STEM_SUFFIX",
     "STOP_WORDS",
     "TOKENIZER_MODES",
+    "mostly_latin",
     "parse_tokenizer_spec",
     "stem_word",
     "tokenize",
