@@ -99,9 +99,9 @@ class LexicalConfig:
     # Off by default: it raised hybrid MRR on an English handbook set (0.678 -> 0.701) but
     # lowered it on the mixed wiki (0.689 -> 0.656), neither significant per query, and
     # Chinese sets are unchanged (benchmarks/bench_stemming.py; the README's lexical section).
-    # "auto": stem only the texts (each chapter's body, each title, each query) whose letters
-    # are mostly Latin script (engine.tokenizer.mostly_latin), so a mixed zh/en KB stems
-    # its English chapters and leaves the Chinese ones (with their English words) as cut.
+    # "auto": stem the texts (each chapter's body, each title, each query) that are mostly
+    # Latin script (engine.tokenizer.mostly_latin); any other text keeps its English words
+    # as written and adds their stems, so a mixed zh/en KB's two kinds still match.
     stem: bool | str = field(default=False, metadata={"choices": (False, True, "auto")})
     # Pseudo-relevance feedback (RM3; engine/prf.py): after a first BM25 pass the top
     # ``prf_docs`` chapters lend the query ``prf_terms`` terms, weighted ``prf_weight``

@@ -130,10 +130,14 @@ def tokenize(text: str, mode: str = "jieba-search") -> list[str]:
 
     ``mode`` is a tokenizer spec: with the ``+stem`` suffix Latin-script words are then
     reduced to their English stem ("databases" and "database" both give "databas"); with
-    ``+stem-auto`` only when the whole ``text`` is mostly Latin (``mostly_latin``).
+    ``+stem-auto`` only when the whole ``text`` is mostly Latin (``mostly_latin``), and
+    otherwise each such word is followed by its stem where that differs.
     """
     mode, choice = parse_tokenizer_spec(mode)
     stem = mostly_latin(text) if choice == "auto" else bool(choice)
+    # "auto" on a text that is not mostly Latin: its Latin words as written and their stems
+    # too, so they match the stemmed English chapters and queries as well as their own kind.
+    both = choice == "auto" and not stem
     jieba = _jieba()
     lowered = text.lower()
     raw = jieba.cut_for_search(lowered) if mode == "jieba-search" else jieba.cut(lowered)
@@ -145,6 +149,8 @@ def tokenize(text: str, mode: str = "jieba-search") -> list[str]:
         if stem:
             tok = stem_word(tok)
         out.append(tok)
+        if both and (root := stem_word(tok)) != tok:
+            out.append(root)
     return out
 
 
