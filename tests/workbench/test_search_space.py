@@ -40,7 +40,7 @@ def test_fusion_keys_only_under_hybrid_and_lexical_keys_not_under_vector() -> No
     assert vec == {"search.mode": "vector"}
     kw = _values(
         {"search.mode": "keyword", "lexical.k1": 1.2, "lexical.b": 0.5}
-        | {"expansion.enabled": False, "lexical.title_weight": 0.0}
+        | {"expansion.enabled": False, "lexical.title_weight": 0.0, "lexical.prf_docs": 0}
     )
     assert not any(k.startswith("fusion.") for k in kw)
     assert kw["lexical.k1"] == 1.2 and kw["expansion.enabled"] is False
@@ -51,7 +51,7 @@ def test_normalization_only_for_convex_fusion() -> None:
         pytest.skip("this EngineConfig has no fusion.method yet")
     common = {"search.mode": "hybrid", "fusion.bm25_weight": 1.0, "fusion.multiplier": 3}
     common |= {"lexical.k1": 1.2, "lexical.b": 0.5, "expansion.enabled": True}
-    common |= {"lexical.title_weight": 0.0}
+    common |= {"lexical.title_weight": 0.0, "lexical.prf_docs": 0}
     rrf = _values(common | {"fusion.method": "rrf", "fusion.k": 60.0})
     assert "fusion.normalization" not in rrf and rrf["fusion.k"] == 60.0
     convex = _values(common | {"fusion.method": "convex", "fusion.normalization": "zscore"})
@@ -73,3 +73,12 @@ def test_stepped_floats_come_back_on_the_grid() -> None:
     for _ in range(20):
         v = spec.suggest(study.ask())
         assert v == round(v, 6) and spec.contains(v)
+
+
+def test_feedback_weight_is_searched_only_when_feedback_is_on() -> None:
+    fixed = {"search.mode": "keyword", "lexical.k1": 1.2, "lexical.b": 0.5}
+    fixed |= {"expansion.enabled": False, "lexical.title_weight": 0.0}
+    off = _values(fixed | {"lexical.prf_docs": 0})
+    assert "lexical.prf_weight" not in off
+    on = _values(fixed | {"lexical.prf_docs": 5, "lexical.prf_weight": 0.2})
+    assert on["lexical.prf_weight"] == 0.2

@@ -170,6 +170,21 @@ SEARCH_SPACE: tuple[ParamSpec, ...] = (
         when=(("search.mode", LEXICAL_MODES),),
         why="BM25F: the chapter's heading and breadcrumb as their own field",
     ),
+    ParamSpec(
+        "lexical.prf_docs",
+        "categorical",
+        choices=(0, 5, 10),
+        when=(("search.mode", LEXICAL_MODES),),
+        why="RM3 feedback from the top chapters (0 = off; it lowered keyword MRR on 5 sets)",
+    ),
+    ParamSpec(
+        "lexical.prf_weight",
+        "float",
+        0.1,
+        0.5,
+        step=0.1,
+        when=(("search.mode", LEXICAL_MODES), ("lexical.prf_docs", (5, 10))),
+    ),
 )
 
 
