@@ -32,6 +32,7 @@ Models and text
   lexical        BM25 / BM25F over a sparse term matrix
   bm25_batch     many queries x many k1/b settings at once (optimizer, evaluation)
   expansion      query expansion from the KB's own vocabulary
+  prf            RM3 pseudo-relevance feedback: a second BM25 pass with the top chapters' terms
   rerank         cross-encoder providers and the passage they see
 
 Index
