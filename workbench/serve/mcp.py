@@ -82,46 +82,51 @@ def build_mcp_server(
     """An MCPServer whose tools and resources answer from ``served``; ``query_log`` (a
     QueryLog) records the questions of search_knowledge and ask, None nothing."""
     from mcp.server.mcpserver import MCPServer
-    from mcp.server.mcpserver.exceptions import ResourceError, ToolError
-    from mcp.server.mcpserver.resources import FunctionResource
-    from mcp.shared.exceptions import MCPError
-    from mcp_types import INVALID_PARAMS
 
-    from workbench.answer.chat import DEFAULT_TOP_K
-    from workbench.answer.chat import answer as chat_answer
-
-    ws, cfg = served.ws, served.cfg
     server = MCPServer(name, instructions=INSTRUCTIONS, version="1", log_level="WARNING")
-
-    def check_text(text: str, what: str) -> None:
-        # A JSON-RPC error (not a tool result): the call itself is invalid, as a 422 over HTTP.
-        if not text.strip():
-            raise ToolError(f"{what} must not be empty")
-        if problem := query_problem(text, what):
-            raise MCPError(
-                code=INVALID_PARAMS, message=problem, data={"max_chars": MAX_QUERY_CHARS}
-            )
-
-    @contextlib.contextmanager
-    def tool_errors(*kinds: type[Exception]) -> Iterator[None]:
-        # The tool's own error (a result the client shows), not a protocol error.
-        caught: tuple[type[Exception], ...] = (EngineError, *kinds)
-        try:
-            yield
-        except caught as exc:
-            raise ToolError(str(exc)) from exc
-
-    def engine() -> Any:
-        with tool_errors():
-            return served.get()
-
-    def tool(fn: Callable[..., Any]) -> Callable[..., Any]:
+    for fn in (
+        _search_tool(served, query_log),
+        _chapter_tool(served),
+        _ask_tool(served, llm, query_log),
+    ):
         # A tool is named after its function and described by its docstring (one line for
         # the client: the source's line breaks and indentation folded away).
         description = " ".join((fn.__doc__ or "").split())
-        return server.tool(name=fn.__name__, description=description)(fn)
+        server.tool(name=fn.__name__, description=description)(fn)
+    _add_document_resources(server, served)
+    return server
 
-    @tool
+
+def _check_text(text: str, what: str) -> None:
+    """A JSON-RPC error (not a tool result): the call itself is invalid, as a 422 over HTTP."""
+    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import INVALID_PARAMS
+
+    if not text.strip():
+        raise ToolError(f"{what} must not be empty")
+    if problem := query_problem(text, what):
+        raise MCPError(code=INVALID_PARAMS, message=problem, data={"max_chars": MAX_QUERY_CHARS})
+
+
+@contextlib.contextmanager
+def _tool_errors(*kinds: type[Exception]) -> Iterator[None]:
+    """The tool's own error (a result the client shows), not a protocol error."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    caught: tuple[type[Exception], ...] = (EngineError, *kinds)
+    try:
+        yield
+    except caught as exc:
+        raise ToolError(str(exc)) from exc
+
+
+def _engine(served: ServedEngine) -> Any:
+    with _tool_errors():
+        return served.get()
+
+
+def _search_tool(served: ServedEngine, query_log: Any) -> Callable[..., Any]:
     def search_knowledge(
         query: Annotated[str, Field(min_length=1, description="question or keywords")],
         top_k: Annotated[int | None, Field(ge=1, le=1000, description="results")] = None,
@@ -142,11 +147,11 @@ def build_mcp_server(
         """Search the wiki's chapters. Returns ranked results with node_id, score, title,
         breadcrumb, content, summary and metadata (file_path, line, ...), plus the config_hash
         of the engine settings that produced them."""
-        check_text(query, "query")
+        _check_text(query, "query")
         if query_log is not None:
             query_log.record(query, "mcp")
-        with tool_errors():
-            resp = engine().search(
+        with _tool_errors():
+            resp = _engine(served).search(
                 query,
                 top_k=top_k,
                 mode=search_mode,
@@ -156,18 +161,27 @@ def build_mcp_server(
             )
         return resp.to_dict()
 
-    @tool
+    return search_knowledge
+
+
+def _chapter_tool(served: ServedEngine) -> Callable[..., Any]:
     def get_chapter(
         node_id: Annotated[str, Field(min_length=1, description="e.g. 'rag/chunking#strategies'")],
         include_children: Annotated[bool, Field(description="list child chapters too")] = True,
     ) -> dict[str, Any]:
         """Read one chapter by node_id (as returned by search_knowledge): its full content,
         breadcrumb, metadata and, by default, its child chapters."""
-        with tool_errors():
-            out = chapter_payload(engine(), node_id, children=include_children)
-        return {**out, "config_hash": cfg.hash}
+        with _tool_errors():
+            out = chapter_payload(_engine(served), node_id, children=include_children)
+        return {**out, "config_hash": served.cfg.hash}
 
-    @tool
+    return get_chapter
+
+
+def _ask_tool(served: ServedEngine, llm: Any, query_log: Any) -> Callable[..., Any]:
+    from workbench.answer.chat import DEFAULT_TOP_K
+    from workbench.answer.chat import answer as chat_answer
+
     def ask(
         question: Annotated[str, Field(min_length=1, description="the question")],
         top_k: Annotated[int, Field(ge=1, le=50, description="chapters retrieved")] = DEFAULT_TOP_K,
@@ -175,11 +189,11 @@ def build_mcp_server(
         """Answer a question from the wiki with numbered citations [n] that point at the
         chapters listed in 'citations'. Refuses (refusal=true) when the wiki does not cover it.
         Uses the configured LLM, else answers extractively and says so."""
-        check_text(question, "question")
+        _check_text(question, "question")
         if query_log is not None:
             query_log.record(question, "mcp")
-        with tool_errors(ValueError):
-            ans = chat_answer(question, engine(), llm=llm, top_k=top_k)
+        with _tool_errors(ValueError):
+            ans = chat_answer(question, _engine(served), llm=llm, top_k=top_k)
         return {
             "question": ans.question,
             "answer": ans.answer,
@@ -187,10 +201,19 @@ def build_mcp_server(
             "refusal": ans.refusal,
             "mode": ans.mode,
             "notice": ans.notice,
-            "config_hash": cfg.hash,
+            "config_hash": served.cfg.hash,
         }
 
-    kb_root = Path(ws.kb)
+    return ask
+
+
+def _add_document_resources(server: Any, served: ServedEngine) -> None:
+    """Every document of the KB listed as ``wiki://<doc_id>``, and a template for any id
+    (documents added after the server started)."""
+    from mcp.server.mcpserver.exceptions import ResourceError
+    from mcp.server.mcpserver.resources import FunctionResource
+
+    kb_root = Path(served.ws.kb)
     try:
         kb = served.get().kb
     except EngineError:
@@ -230,8 +253,6 @@ def build_mcp_server(
             raise ResourceError(
                 f"no document {doc_id!r} in {kb_root}; list them with resources/list"
             ) from exc
-
-    return server
 
 
 def open_mcp_server(ws: Workspace, cfg: EngineConfig, query_log: Any = None) -> Any:

@@ -195,11 +195,15 @@ def add_error_handlers(app: FastAPI, st: ServerState) -> None:
 
 
 def add_search_routes(app: FastAPI, st: ServerState) -> None:
-    """/search, /chapter/..., /health, /stats and /ask."""
-    from workbench.answer.chat import answer as chat_answer
+    """/search, /chapter/..., /health, /stats and /ask (registered in this order: the
+    OpenAPI document lists them so)."""
+    _add_search_route(app, st)
+    _add_chapter_routes(app, st)
+    _add_status_routes(app, st)
+    _add_ask_route(app, st)
 
-    served, with_hash = st.served, st.with_hash
 
+def _add_search_route(app: FastAPI, st: ServerState) -> None:
     @app.post(
         "/search",
         response_model=SearchResponseModel,
@@ -209,7 +213,7 @@ def add_search_routes(app: FastAPI, st: ServerState) -> None:
     def search(req: SearchRequest) -> dict[str, Any]:
         st.log_query(req.query)
         with st.slots:
-            resp = served.get().search(
+            resp = st.served.get().search(
                 req.query,
                 top_k=req.top_k,
                 mode=req.search_mode,
@@ -218,6 +222,10 @@ def add_search_routes(app: FastAPI, st: ServerState) -> None:
                 expand=req.expand,
             )
         return resp.to_dict()
+
+
+def _add_chapter_routes(app: FastAPI, st: ServerState) -> None:
+    served, with_hash = st.served, st.with_hash
 
     def chapter_list(node_id: str, relation: str) -> dict[str, Any]:
         eng = served.get()
@@ -270,6 +278,10 @@ def add_search_routes(app: FastAPI, st: ServerState) -> None:
     def chapter(node_id: str) -> dict[str, Any]:
         return chapter_detail(node_id)
 
+
+def _add_status_routes(app: FastAPI, st: ServerState) -> None:
+    served, with_hash = st.served, st.with_hash
+
     @app.get("/health", response_model=HealthResponse, responses={503: {"model": HealthResponse}})
     def health() -> Any:
         h = served.health()
@@ -289,6 +301,10 @@ def add_search_routes(app: FastAPI, st: ServerState) -> None:
         out["server"] = server
         return with_hash(out)
 
+
+def _add_ask_route(app: FastAPI, st: ServerState) -> None:
+    from workbench.answer.chat import answer as chat_answer
+
     @app.post(
         "/ask",
         response_model=AskResponse,
@@ -301,13 +317,13 @@ def add_search_routes(app: FastAPI, st: ServerState) -> None:
         with st.slots:
             ans = chat_answer(
                 req.question,
-                served.get(),
+                st.served.get(),
                 history=history,
                 llm=st.llm,
                 mode=req.mode,
                 top_k=req.top_k,
             )
-        return with_hash(ans.to_dict())
+        return st.with_hash(ans.to_dict())
 
 
 def add_admin_routes(app: FastAPI, st: ServerState) -> None:
