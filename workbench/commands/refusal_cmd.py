@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -49,13 +50,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from engine.search import Engine
-    from workbench.answer.loop import retrieve_sources
     from workbench.answer.refusal import (
         CALIBRATION_FILE,
         MAX_FALSE_REFUSAL,
         cross_validate,
-        embedder_of,
-        evidence_features,
         fit,
         rate_summary,
         refused_by,
@@ -81,41 +79,14 @@ def run(args: argparse.Namespace) -> int:
             "(or --add-dataset a set of them)"
         )
 
-    def features_of(named: list[tuple[str, Any]], label: str) -> tuple[list, list[bool]]:
-        feats, answerable = [], []
-        for n, (_, it) in enumerate(named, 1):
-            sources = retrieve_sources(engine, it.query, args.top_k)
-            feats.append(evidence_features(it.query, sources, engine))
-            answerable.append(not it.unanswerable)
-            print(f"\r{label} features {n}/{len(named)}", end="", file=sys.stderr)
-        print(file=sys.stderr)
-        return feats, answerable
-
-    feats, answerable = features_of(items, "calibration")
+    feats, answerable = _features_of(engine, items, "calibration", args.top_k)
     cv = cross_validate(feats, answerable, k=args.folds, max_false_refusal=cap)
-    per_set = {
-        g.name: rate_summary(
-            [r for r, (name, _) in zip(cv.refused, items, strict=True) if name == g.name],
-            [a for a, (name, _) in zip(answerable, items, strict=True) if name == g.name],
-        )
-        for g in sets
-    }
-    provenance: dict[str, Any] = {
-        "dataset": str(ws.dataset),
-        "dataset_hash": sets[0].content_hash,
-        **({"added_datasets": list(args.add_dataset)} if args.add_dataset else {}),
-        "kb": ws.name,
-        "config_hash": cfg.hash,
-        "embedder": embedder_of(cfg),
-        "items": {"answerable": sum(answerable), "unanswerable": len(items) - sum(answerable)},
-        "max_false_refusal": cap,
-        "fitted_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "cross_validation": {**cv.summary(), **({"per_set": per_set} if len(sets) > 1 else {})},
-    }
+    per_set = _rates_per_set(sets, items, cv.refused, answerable)
+    provenance = _provenance(args, ws, cfg, sets, answerable, cap, cv.summary(), per_set)
     model = fit(feats, answerable, max_false_refusal=cap)
     heldout = {}
     for g in held:
-        hf, ha = features_of([(g.name, it) for it in g.items], g.name)
+        hf, ha = _features_of(engine, [(g.name, it) for it in g.items], g.name, args.top_k)
         heldout[g.name] = rate_summary(refused_by(model, hf), ha)
     if heldout:
         provenance["heldout"] = heldout
@@ -127,16 +98,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         common.print_json(model.to_dict())
         return 0
-    s = cv.summary()
-    lines = [
-        f"cross-validated ({s['folds']}-fold): unanswerable refused "
-        f"{s['unanswerable_refused']} ({s['unanswerable_refused_rate']:.3f}), answerable "
-        f"wrongly refused {s['answerable_wrongly_refused']} "
-        f"({s['answerable_wrongly_refused_rate']:.3f})"
-    ]
-    if len(sets) > 1:
-        lines += [f"  {name}: {_rates(r)}" for name, r in per_set.items()]
-    lines += [f"held out {name} (never fitted on): {_rates(r)}" for name, r in heldout.items()]
+    lines = _summary_lines(cv.summary(), per_set if len(sets) > 1 else {}, heldout)
     lines.append(
         f"fitted on all {len(items)} items: extractive chat refuses when p(answerable) < "
         f"{model.refuse_below:.3f}; with an LLM, refuses below {model.grey_low:.3f} and asks "
@@ -144,17 +106,86 @@ def run(args: argparse.Namespace) -> int:
     )
     sys.stdout.write("\n".join(lines) + "\n")
     return 0
-    s = cv.summary()
-    sys.stdout.write(
+
+
+def _features_of(
+    engine: Any, named: list[tuple[str, Any]], label: str, top_k: int
+) -> tuple[list[Any], list[bool]]:
+    """Each item's evidence features (as the chat retrieves them) and whether it is answerable."""
+    from workbench.answer.loop import retrieve_sources
+    from workbench.answer.refusal import evidence_features
+
+    feats, answerable = [], []
+    for n, (_, it) in enumerate(named, 1):
+        sources = retrieve_sources(engine, it.query, top_k)
+        feats.append(evidence_features(it.query, sources, engine))
+        answerable.append(not it.unanswerable)
+        print(f"\r{label} features {n}/{len(named)}", end="", file=sys.stderr)
+    print(file=sys.stderr)
+    return feats, answerable
+
+
+def _rates_per_set(
+    sets: list[Any],
+    items: list[tuple[str, Any]],
+    refused: Sequence[bool],
+    answerable: list[bool],
+) -> dict[str, dict[str, Any]]:
+    """The cross-validated refusal rates of each golden set's own items."""
+    from workbench.answer.refusal import rate_summary
+
+    return {
+        g.name: rate_summary(
+            [r for r, (name, _) in zip(refused, items, strict=True) if name == g.name],
+            [a for a, (name, _) in zip(answerable, items, strict=True) if name == g.name],
+        )
+        for g in sets
+    }
+
+
+def _provenance(
+    args: argparse.Namespace,
+    ws: Any,
+    cfg: Any,
+    sets: list[Any],
+    answerable: list[bool],
+    cap: float,
+    cv_summary: dict[str, Any],
+    per_set: dict[str, dict[str, Any]],
+) -> dict[str, Any]:
+    """What the calibration was fitted on and how it measured, stored with it."""
+    from workbench.answer.refusal import embedder_of
+
+    return {
+        "dataset": str(ws.dataset),
+        "dataset_hash": sets[0].content_hash,
+        **({"added_datasets": list(args.add_dataset)} if args.add_dataset else {}),
+        "kb": ws.name,
+        "config_hash": cfg.hash,
+        "embedder": embedder_of(cfg),
+        "items": {
+            "answerable": sum(answerable),
+            "unanswerable": len(answerable) - sum(answerable),
+        },
+        "max_false_refusal": cap,
+        "fitted_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "cross_validation": {**cv_summary, **({"per_set": per_set} if len(sets) > 1 else {})},
+    }
+
+
+def _summary_lines(
+    s: dict[str, Any], per_set: dict[str, dict[str, Any]], heldout: dict[str, dict[str, Any]]
+) -> list[str]:
+    """The cross-validated rates, each set's when there are several, and the held-out sets'."""
+    lines = [
         f"cross-validated ({s['folds']}-fold): unanswerable refused "
         f"{s['unanswerable_refused']} ({s['unanswerable_refused_rate']:.3f}), answerable "
         f"wrongly refused {s['answerable_wrongly_refused']} "
-        f"({s['answerable_wrongly_refused_rate']:.3f})\n"
-        f"fitted on all {len(items)} items: extractive chat refuses when p(answerable) < "
-        f"{model.refuse_below:.3f}; with an LLM, refuses below {model.grey_low:.3f} and asks "
-        f"the LLM judge up to {model.grey_high:.3f}\n"
-    )
-    return 0
+        f"({s['answerable_wrongly_refused_rate']:.3f})"
+    ]
+    lines += [f"  {name}: {_rates(r)}" for name, r in per_set.items()]
+    lines += [f"held out {name} (never fitted on): {_rates(r)}" for name, r in heldout.items()]
+    return lines
 
 
 def _rates(r: dict[str, Any]) -> str:
