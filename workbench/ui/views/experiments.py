@@ -24,6 +24,16 @@ from workbench.ui import charts, resources, state, tuning_widgets
 from workbench.ui import components as ui
 from workbench.ui.i18n import labelled, t
 
+# The log's marks as Streamlit icons: emoji render as boxes where no emoji font is installed
+# (the headless Chromium of the tests, many Linux desktops); the file keeps its emoji.
+ICONS = {"✅": ":green[:material/check_circle:]", "❌": ":red[:material/cancel:]", "↩️": "↩"}
+
+
+def with_icons(markdown: str) -> str:
+    for emoji, icon in ICONS.items():
+        markdown = markdown.replace(emoji, icon)
+    return markdown
+
 
 def preset_labels() -> dict[str, str]:
     """The acceptance presets' names in the UI's language (the values stay the ids)."""
@@ -352,13 +362,13 @@ with ui.guarded(t("Experiments")):
         entry = log_entry(store, int(linked), t) if linked and linked.isdigit() else None
         if entry is not None:
             with st.container(border=True):
-                st.markdown(entry.replace("### ", "#### ", 1))
+                st.markdown(with_icons(entry.replace("### ", "#### ", 1)))
         elif linked:
             st.warning(t("No experiment {n} in this log.", n=linked))
         else:
             st.caption(t("Click a row to open its entry; the URL then links to it."))
         with st.expander(t("The log as Markdown ({path})", path=store.log_md.name)):
             # made from experiments.jsonl, so it reads in the UI's language (the file: English)
-            st.markdown(log_text(store.load_records(), t))
+            st.markdown(with_icons(log_text(store.load_records(), t)))
     else:
         st.caption(t("No log yet at `{path}`.", path=store.log_md))
