@@ -64,7 +64,7 @@ def main(kb: str, index: str, dataset: str, out: str) -> None:
                     "mrr": m["mrr"],
                     "hit@5": m["hit@5"],
                     "recall@5": m["recall@5"],
-                    "queries": len(run.results),
+                    "queries": len(run.queries),
                     "errors": run.errors,
                 }
             )

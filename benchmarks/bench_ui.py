@@ -47,7 +47,7 @@ def workspace(root: Path, kb_src: Path) -> dict[str, Path]:
     from engine.indexer import build_index
     from workbench.eval import golden
     from workbench.eval.engines import evaluator
-    from workbench.eval.evaluate import save_run
+    from workbench.eval.run_record import save_run
     from workbench.workspace import resolve
 
     kb_dir = root / "kb"

@@ -53,7 +53,7 @@ def filled_workspace(ui_workspace: dict[str, Path], tmp_path_factory) -> dict[st
     """A copy of the UI workspace with one saved run and one experiment, as a user would have."""
     from workbench.eval import golden
     from workbench.eval.engines import evaluator
-    from workbench.eval.evaluate import save_run
+    from workbench.eval.run_record import save_run
     from workbench.tune.experiments import run_experiment
     from workbench.workspace import resolve
 

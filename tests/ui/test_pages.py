@@ -486,7 +486,7 @@ def test_golden_set_rating_queue_from_the_deep_link(ui_copy, monkeypatch):
 def test_overview_says_when_the_latest_run_is_not_the_baselines(ui_copy):
     from workbench.eval import golden
     from workbench.eval.engines import evaluator
-    from workbench.eval.evaluate import save_run
+    from workbench.eval.run_record import save_run
     from workbench.workspace import resolve
 
     w = resolve(ui_copy["kb"], ui_copy["index"], dataset=ui_copy["dataset"],

@@ -32,7 +32,7 @@ class RerankingEngine:
 def test_rerank_demoting_below_eval_depth_is_demoted_by_rerank_not_fusion() -> None:
     gs = golden.parse("name: t\nqueries:\n  - {id: q1, query: x, relevant: [n02]}\n")
     run = Evaluator(RerankingEngine()).run(gs, EngineConfig(), rerank=True)
-    (r,) = run.results
+    (r,) = run.queries
     assert "n02" not in [x.node_id for x in r.ranked]  # below the 20 evaluated
-    assert r.attribution[0]["fusion_rank"] == 2
+    assert r.attribution[0].fusion_rank == 2
     assert r.cause == "demoted_by_rerank"

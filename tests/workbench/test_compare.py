@@ -5,13 +5,12 @@ import pytest
 from engine.config import EngineConfig
 from engine.errors import ConfigError, EngineError
 from engine.pipeline import Ranked
-from workbench.eval.evaluate import EvalRun, QueryResult
 from workbench.eval.golden import GoldenItem, GoldenSet
+from workbench.eval.run_record import DatasetRef, QueryRecord, RunRecord
 from workbench.tune.compare import (
     compare_configs,
     compare_runs,
     comparison_figures,
-    first_relevant_rank,
     parse_config_spec,
 )
 from workbench.workspace import Workspace
@@ -27,9 +26,16 @@ def _run(rows, cfg=None, lat=10.0):
     for n, (r5, mrr, ranking) in enumerate(rows):
         item = GoldenItem(f"q{n}", f"query {n}", ("rel",))
         m = {"recall@5": r5, "mrr": mrr, "ndcg@10": r5, "hit@5": float(r5 > 0)}
-        results.append(QueryResult(item, "hybrid", _ranked(ranking), m, lat, [], None))
-    return EvalRun(
-        "r", "t", cfg or EngineConfig(), "gs", "", "h", "all", ("hybrid",), False, results
+        results.append(QueryRecord(item, "hybrid", _ranked(ranking), m, lat, [], None))
+    return RunRecord.of(
+        cfg or EngineConfig(),
+        results,
+        run_id="r",
+        created="t",
+        dataset=DatasetRef("gs", "", "h"),
+        split="all",
+        modes=("hybrid",),
+        rerank=False,
     )
 
 
@@ -49,7 +55,7 @@ B = [
 
 def test_first_relevant_rank():
     run = _run(A)
-    assert [first_relevant_rank(r) for r in run.results] == [1, 10, 2, None]
+    assert [r.first_relevant_rank for r in run.queries] == [1, 10, 2, None]
 
 
 def test_compare_runs_deltas_and_wins():

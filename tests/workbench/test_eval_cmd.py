@@ -183,7 +183,7 @@ def test_duplicate_ids_never_collapse_in_per_query_scores() -> None:
     from tests.workbench.test_experiments import _run
 
     run = _run([(0.5, 0.5, 1.0), (1.0, 1.0, 1.0)])
-    object.__setattr__(run.results[1], "item", run.results[0].item)
+    object.__setattr__(run.queries[1], "item", run.queries[0].item)
     with pytest.raises(EngineError, match="appears twice"):
         run.means("hybrid")
 

@@ -116,7 +116,7 @@ def test_eval_rankings_equal_live_search_for_every_fusion_method(engine: Engine)
         live_engine = engine.with_config(cfg)
         run = ev.run(gs, cfg, modes=("hybrid",), rerank=rerank)
         assert run.errors == 0
-        for res in run.results:
+        for res in run.queries:
             live = live_engine.search(res.item.query, rerank=rerank).results
             top_k = cfg.search.top_k
             got = [(r.node_id, r.injected_from) for r in res.ranked[:top_k]]
@@ -135,7 +135,7 @@ def test_deeper_eval_list_extends_the_live_list_without_duplicates(engine: Engin
         {"fusion.method": "dbsf", "injection.enabled": True, "search.top_k": 2}
     )
     run = Evaluator(engine).run(gs, cfg, modes=("hybrid",), rerank=True)
-    for res in run.results:
+    for res in run.queries:
         ids = [r.node_id for r in res.ranked]
         assert len(ids) == len(set(ids))
         assert len(ids) > 2  # ranked deeper than top_k (to EVAL_DEPTH, pool permitting)
@@ -170,7 +170,7 @@ def test_eval_with_pool_above_cache_depth_matches_live() -> None:
     cache = EvalCache()
     default_pool = EngineConfig().with_overrides(rrf)
     Evaluator(PoolEngine(), cache).run(gs, default_pool)  # cache filled at the default pool
-    (r,) = Evaluator(PoolEngine(), cache).run(gs, cfg).results
+    (r,) = Evaluator(PoolEngine(), cache).run(gs, cfg).queries
     assert [x.node_id for x in r.ranked[:10]] == [x.node_id for x in live]
 
 
@@ -219,6 +219,6 @@ def test_eval_head_equals_live_ranking_with_injection() -> None:
     )
     assert [r.node_id for r in live] == ["p", "c", "x"]
     gs = golden.parse("name: t\nqueries:\n  - {id: q1, query: q, relevant: [c]}\n")
-    (r,) = Evaluator(InjectionEngine()).run(gs, cfg).results
+    (r,) = Evaluator(InjectionEngine()).run(gs, cfg).queries
     assert [x.node_id for x in r.ranked[:3]] == ["p", "c", "x"]
     assert len({x.node_id for x in r.ranked}) == len(r.ranked)

@@ -16,8 +16,8 @@ from tests.engine.engine_kit import HASH_CFG, write_kb
 from tests.engine.http_servers import LocalServer, rerank_handler
 from workbench.eval import golden
 from workbench.eval.attribution import attribute
-from workbench.eval.evaluate import EvalCache, Evaluator, save_run
-from workbench.eval.run_record import RunRecord
+from workbench.eval.evaluate import EvalCache, Evaluator
+from workbench.eval.run_record import save_run
 from workbench.export.formats import trec_run
 
 GOLDEN = """name: tiny
@@ -103,7 +103,7 @@ def test_rerank_scores_cached_and_equal_to_live(setup):
 def test_run_record_and_trec(setup, tmp_path: Path):
     kb_dir, index, gs = setup
     run = _run(Engine.open(kb_dir, index, HASH_CFG), gs, HASH_CFG)
-    assert {r.item.id for r in run.results} == {"q1", "q2", "q3", "q4", "q5"}  # q9 unanswerable
+    assert {r.item.id for r in run.queries} == {"q1", "q2", "q3", "q4", "q5"}  # q9 unanswerable
     path = save_run(run, tmp_path)
     import json
 
@@ -113,7 +113,7 @@ def test_run_record_and_trec(setup, tmp_path: Path):
     assert rec["dataset"]["hash"] == gs.content_hash
     assert len(rec["queries"]) == 5 and "ranked" in rec["queries"][0]
     assert set(rec["summary"]["hybrid"]) >= {"means", "latency", "by_difficulty", "failures"}
-    lines = trec_run(RunRecord.from_run(run), "hybrid").splitlines()
+    lines = trec_run(run, "hybrid").splitlines()
     assert lines[0].split()[1] == "Q0" and lines[0].split()[3] == "1"
 
 
@@ -145,14 +145,14 @@ def test_attribution_causes():
         mode="hybrid",
         use_rerank=False,
     )
-    causes = {a["node_id"]: a["cause"] for a in out}
+    causes = {a.node_id: a.cause for a in out}
     assert causes == {"nowhere": "lost_in_both", "v1": "dropped_by_fusion", "v20": "lost_in_bm25"}
     # "deep" is in the 200-candidate cache but beyond the 30-candidate pool
     out = attribute(_item(["deep"]), ranked, cands, pool=30, mode="vector", use_rerank=False)
-    assert out[0]["cause"] == "lost_in_vector" and out[0]["vector_rank_any"] == 31
+    assert out[0].cause == "lost_in_vector" and out[0].vector_rank_any == 31
     # in the pool of the keyword channel, but ranked below 5 -> cut at K
     out = attribute(_item(["b9"]), ranked, cands, pool=30, mode="keyword", use_rerank=False)
-    assert out[0]["cause"] == "cut_at_k"
+    assert out[0].cause == "cut_at_k"
     # fusion had it at 2, rerank pushed it out
     rr = (
         [Ranked("b3", 1, None, 3, 3, 1), Ranked("b4", 1, None, 4, 4, 2)]
@@ -160,7 +160,7 @@ def test_attribution_causes():
         + [Ranked("b2", 0, None, 2, 2, 7)]
     )
     out = attribute(_item(["b2"]), rr, cands, pool=30, mode="hybrid", use_rerank=True)
-    assert out[0]["cause"] == "demoted_by_rerank"
+    assert out[0].cause == "demoted_by_rerank"
 
 
 def test_two_runs_saved_in_the_same_second_keep_both_records(setup, tmp_path):
@@ -209,14 +209,14 @@ def test_uncached_latency_is_the_stage_timings_not_wall_time_plus_warm_up() -> N
     first = Evaluator(SlowEngine(), cache).run(gs, cfg)
     again = Evaluator(SlowEngine(), cache).run(gs, cfg)
     assert again.cache_misses == 0
-    (r1,), (r2,) = first.results, again.results
+    (r1,), (r2,) = first.queries, again.queries
     # far below the 300 ms sleeps (wall time + warm-up would be >= 600 ms); loose under load
     assert 10.0 <= r1.latency_ms < 250.0, r1.latency_ms
     assert abs(r1.latency_ms - r2.latency_ms) < 200.0
 
 
 def test_latest_run_is_the_last_saved_even_within_one_second(tmp_path: Path) -> None:
-    from workbench.eval.evaluate import list_runs
+    from workbench.eval.run_record import list_runs
 
     for name in (
         "20261201-100000-abcdef",

@@ -4,8 +4,8 @@ import json
 import pytest
 
 from engine.config import EngineConfig
-from workbench.eval.evaluate import EvalRun, QueryResult
 from workbench.eval.golden import GoldenItem
+from workbench.eval.run_record import DatasetRef, QueryRecord, RunRecord
 from workbench.tune.acceptance import decide
 from workbench.tune.experiment_log import ExperimentResult, format_log_entry
 from workbench.tune.experiment_store import ExperimentStore
@@ -24,8 +24,17 @@ def _run(values, lat=10.0, cats=None):
             category=(cats or {}).get(n, "c"),
         )
         m = {"recall@5": r5, "mrr": mrr, "hit@5": hit, "ndcg@10": r5}
-        results.append(QueryResult(item, "hybrid", [], m, lat, [], None))
-    return EvalRun("r", "t", EngineConfig(), "d", "", "h", "tune", ("hybrid",), False, results)
+        results.append(QueryRecord(item, "hybrid", [], m, lat, [], None))
+    return RunRecord.of(
+        EngineConfig(),
+        results,
+        run_id="r",
+        created="t",
+        dataset=DatasetRef("d", "", "h"),
+        split="tune",
+        modes=("hybrid",),
+        rerank=False,
+    )
 
 
 BASE = [(0.5, 0.5, 1.0)] * 10

@@ -11,7 +11,6 @@ import pytest
 from tests.workbench.test_report import LOG, _run
 from workbench.commands import report_cmd
 from workbench.eval.golden import GoldenItem, GoldenSet
-from workbench.eval.run_record import RunRecord
 from workbench.export.formats import (
     FORMATS,
     ExportSource,
@@ -29,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def source() -> ExportSource:
-    record = RunRecord.from_run(_run())
+    record = _run()
     report = build_report(None, record, log_records=LOG)
     return ExportSource(record, "hybrid", report)
 
@@ -120,13 +119,13 @@ def test_eval_and_report_write_the_same_trec_files(tmp_path: Path, monkeypatch) 
     """`eval --trec-*` renders the run it just scored; `report --format trec-*` the saved
     record of that run: the files are the same."""
     from workbench.cli import main
-    from workbench.eval.evaluate import save_run
+    from workbench.eval.run_record import save_run
 
     run = _run()
     monkeypatch.chdir(tmp_path)
     (tmp_path / "wiki").mkdir()
     save_run(run, tmp_path / "experiments" / "wiki" / "runs")
-    fresh = ExportSource(RunRecord.from_run(run), "hybrid")
+    fresh = ExportSource(run, "hybrid")
     for fmt in ("trec-run", "trec-qrels"):
         out = tmp_path / fmt
         assert main(["report", "--format", fmt, "--out", str(out)]) == 0

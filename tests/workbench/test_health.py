@@ -13,8 +13,8 @@ from engine.config import EngineConfig
 from engine.pipeline import Ranked
 from workbench.cli import main
 from workbench.eval import golden
-from workbench.eval.evaluate import EvalRun, QueryResult
 from workbench.eval.health import golden_health, mde, spread_from_comparison
+from workbench.eval.run_record import DatasetRef, QueryRecord, RunRecord
 from workbench.eval.stats import paired_bootstrap_ci, randomization_test
 
 REPO = Path(__file__).resolve().parents[2]
@@ -64,13 +64,13 @@ def test_the_spread_is_recovered_from_a_logged_bootstrap_ci() -> None:
     assert spread_from_comparison({"wins": 1}) is None
 
 
-def _run(gs: golden.GoldenSet, cfg: EngineConfig, firsts: dict[str, str], run_id: str) -> EvalRun:
+def _run(gs: golden.GoldenSet, cfg: EngineConfig, firsts: dict[str, str], run_id: str) -> RunRecord:
     results = []
     for it in gs.answerable():
         top = [firsts[it.id], "other"]
         mrr = 1.0 if top[0] in it.relevant else 0.5 if "other" in it.relevant else 0.0
         results.append(
-            QueryResult(
+            QueryRecord(
                 it,
                 "hybrid",
                 [Ranked(n, 1.0, None, None, 1, None) for n in top],
@@ -80,8 +80,15 @@ def _run(gs: golden.GoldenSet, cfg: EngineConfig, firsts: dict[str, str], run_id
                 None,
             )
         )
-    return EvalRun(
-        run_id, "", cfg, gs.name, "", gs.content_hash, "all", ("hybrid",), False, results
+    return RunRecord.of(
+        cfg,
+        results,
+        run_id=run_id,
+        created="",
+        dataset=DatasetRef(gs.name, "", gs.content_hash),
+        split="all",
+        modes=("hybrid",),
+        rerank=False,
     )
 
 

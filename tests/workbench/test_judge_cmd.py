@@ -16,7 +16,7 @@ from workbench.cli import main
 from workbench.eval import golden
 from workbench.eval import judgments as J
 from workbench.eval.agreement import agreement, cohen_kappa, fleiss_kappa
-from workbench.eval.evaluate import EvalRun, QueryResult, save_run
+from workbench.eval.run_record import DatasetRef, QueryRecord, RunRecord, save_run
 
 GOLD = """name: kb
 queries:
@@ -46,7 +46,7 @@ def ws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / "datasets" / "kb.yaml").write_text(GOLD, encoding="utf-8")
     gs = golden.load(tmp_path / "datasets" / "kb.yaml")
     results = [
-        QueryResult(
+        QueryRecord(
             gs.get(q),  # type: ignore[arg-type]
             "hybrid",
             [Ranked(n, 1.0, None, None, i + 1, None) for i, n in enumerate(ids)],
@@ -57,10 +57,7 @@ def ws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         )
         for q, ids in TOPS.items()
     ]
-    run = EvalRun(
-        "20261202-000000-aaaaaa", "", EngineConfig(), "kb", str(gs.path), gs.content_hash,
-        "all", ("hybrid",), False, results, kb_name="kb",
-    )  # fmt: skip
+    run = RunRecord.of(EngineConfig(), results, run_id="20261202-000000-aaaaaa", created="", dataset=DatasetRef("kb", str(gs.path), gs.content_hash), split="all", modes=("hybrid",), rerank=False, kb="kb")  # fmt: skip
     save_run(run, tmp_path / "experiments" / "kb" / "runs")
     return tmp_path
 

@@ -13,8 +13,8 @@ from engine.pipeline import Ranked
 from workbench.eval import golden
 from workbench.eval import judgments as J
 from workbench.eval import metrics as M
-from workbench.eval.evaluate import EvalRun, QueryResult
-from workbench.eval.unjudged import rating_queue, rescored, unjudged_share
+from workbench.eval.run_record import DatasetRef, QueryRecord, RunRecord
+from workbench.eval.unjudged import rating_queue, rescored
 
 YAML = """\
 # my comment survives
@@ -140,9 +140,9 @@ def test_graded_ndcg_and_binary_measures_agree_with_pytrec_eval(tmp_path: Path) 
     assert ours["map"] == pytest.approx(ref["map"])
 
 
-def _run(gs: golden.GoldenSet, tops: dict[str, list[str]], label: str = "r") -> EvalRun:
+def _run(gs: golden.GoldenSet, tops: dict[str, list[str]], label: str = "r") -> RunRecord:
     results = [
-        QueryResult(
+        QueryRecord(
             gs.get(qid),  # type: ignore[arg-type]
             "hybrid",
             [Ranked(n, 1.0 / (i + 1), None, None, i + 1, None) for i, n in enumerate(ids)],
@@ -153,16 +153,23 @@ def _run(gs: golden.GoldenSet, tops: dict[str, list[str]], label: str = "r") -> 
         )
         for qid, ids in tops.items()
     ]
-    return EvalRun(
-        label, "", EngineConfig(), gs.name, "", gs.content_hash, "all", ("hybrid",), False, results
+    return RunRecord.of(
+        EngineConfig(),
+        results,
+        run_id=label,
+        created="",
+        dataset=DatasetRef(gs.name, "", gs.content_hash),
+        split="all",
+        modes=("hybrid",),
+        rerank=False,
     )
 
 
 def test_unjudged_share_counts_top_slots_without_a_grade(tmp_path: Path) -> None:
     gs = golden.load(_set(tmp_path))
     run = _run(gs, {"q1": ["a", "b", "c"], "q2": ["x", "y"]})
-    assert unjudged_share(run, "hybrid", gs) == pytest.approx(3 / 5)
-    assert unjudged_share(run, "hybrid", gs, k=1) == 0.0
+    assert run.unjudged_share("hybrid", gs) == pytest.approx(3 / 5)
+    assert run.unjudged_share("hybrid", gs, k=1) == 0.0
 
 
 def test_rating_changes_the_unjudged_share_and_the_rescored_ndcg(tmp_path: Path) -> None:
@@ -173,11 +180,11 @@ def test_rating_changes_the_unjudged_share_and_the_rescored_ndcg(tmp_path: Path)
     J.append(J.path_for(p), [J.judgment("q1", "b", 3, "ana")])
     gs2 = golden.load(p)
     after = rescored(run, gs2)
-    assert unjudged_share(after, "hybrid", gs2) == 0.0
+    assert after.unjudged_share("hybrid", gs2) == 0.0
     # q1: b (3) at 1, a (2) at 2 is the ideal order now: 1.0; before, a alone at rank 2.
     assert after.per_query("hybrid")["q1"]["ndcg@10"] == pytest.approx(1.0)
     assert before == pytest.approx((1 / M.math.log2(3) + 1.0) / 2)
-    assert after.dataset_hash == gs2.content_hash != run.dataset_hash
+    assert after.dataset.hash == gs2.content_hash != run.dataset.hash
 
 
 def test_the_queue_pools_configs_dedupes_and_puts_later_last(tmp_path: Path) -> None:
@@ -216,7 +223,7 @@ def test_compare_shows_unjudged_shares_and_flags_mixed_golden_versions(tmp_path:
     md = c.to_markdown()
     assert "Unjudged in top 10: `a` 33.3%, `b` 0.0% (above 5%" in md
     assert "different golden-set versions" not in md
-    relabelled = replace(b, dataset_hash="0123456789ab")
+    relabelled = replace(b, dataset=replace(b.dataset, hash="0123456789ab"))
     c2 = compare_runs([("a", a), ("b", relabelled)])
     assert c2.versions_differ and c2.to_dict()["golden_versions_differ"]
     assert "WARNING: the runs scored different golden-set versions" in c2.to_markdown()

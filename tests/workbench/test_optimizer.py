@@ -116,7 +116,6 @@ def test_cli_optimize_search_and_catalog_flags(ws, capsys) -> None:
 
 
 def test_html_report_carries_the_study_figures(ws) -> None:
-    from workbench.eval.run_record import RunRecord
     from workbench.export.html_report import render_html
     from workbench.export.markdown_report import render_markdown
     from workbench.export.report import build_report
@@ -124,7 +123,7 @@ def test_html_report_carries_the_study_figures(ws) -> None:
     out = optimize(ws, _ev(ws), trials=12, seed=4, k_folds=3, yes=True)
     base = ExperimentStore(ws.experiments).baseline_config()
     run = evaluator(ws, base).run(golden.load(ws.dataset), base, modes=[base.search.mode])
-    report = build_report(ws, RunRecord.from_run(run))
+    report = build_report(ws, run)
     assert report.study is not None and report.study["study_id"] == out.study.study_id
     html = render_html(report, include_plotlyjs=False)
     assert "Optimization history" in html  # importance: test_figures_build_from_the_stored_study

@@ -10,9 +10,9 @@ from plotly.offline import get_plotlyjs
 from engine.config import EngineConfig
 from engine.pipeline import Ranked
 from workbench.cli import main
-from workbench.eval.evaluate import EvalRun, QueryResult, save_run
+from workbench.eval.attribution import Attribution
 from workbench.eval.golden import GoldenItem
-from workbench.eval.run_record import RunRecord
+from workbench.eval.run_record import DatasetRef, QueryRecord, RunRecord, save_run
 from workbench.export.formats import render_csv, render_json
 from workbench.export.html_report import render_html
 from workbench.export.markdown_report import render_markdown
@@ -49,16 +49,7 @@ class StrictParser(HTMLParser):
 
 def _miss(node_id, cause):
     """An attribution entry as evaluate.attribute writes it (ranks unknown here)."""
-    return {
-        "node_id": node_id,
-        "cause": cause,
-        "final_rank": None,
-        "fusion_rank": None,
-        "vector_rank": None,
-        "bm25_rank": None,
-        "vector_rank_any": None,
-        "bm25_rank_any": None,
-    }
+    return Attribution(node_id, cause, None, None, None, None, None, None)
 
 
 def _run():
@@ -70,22 +61,20 @@ def _run():
     results = []
     for qid, q, diff, cat, r5, mrr, ranked, rel, cause in rows:
         item = GoldenItem(qid, q, rel, diff, cat)
-        rk = [Ranked(n, 1.0 / (i + 1), i + 1, None, i + 1, None) for i, n in enumerate(ranked)]
+        rk = tuple(Ranked(n, 1.0 / (i + 1), i + 1, None, i + 1, None) for i, n in enumerate(ranked))
         m = {"recall@5": r5, "mrr": mrr, "hit@5": float(r5 > 0), "ndcg@10": r5}
-        attr = [_miss(rel[-1], cause)] if cause else []
-        results.append(QueryResult(item, "hybrid", rk, m, 12.0, attr, cause))
-    return EvalRun(
-        "20261129-120000-abcdef",
-        "2026-11-29T12:00:00Z",
+        attr = (_miss(rel[-1], cause),) if cause else ()
+        results.append(QueryRecord(item, "hybrid", rk, m, 12.0, attr, cause))
+    return RunRecord.of(
         EngineConfig(),
-        "wiki",
-        "",
-        "h",
-        "all",
-        ("hybrid",),
-        False,
         results,
-        kb_name="wiki",
+        run_id="20261129-120000-abcdef",
+        created="2026-11-29T12:00:00Z",
+        dataset=DatasetRef("wiki", "", "h"),
+        split="all",
+        modes=("hybrid",),
+        rerank=False,
+        kb="wiki",
     )
 
 
@@ -115,7 +104,7 @@ LOG = [
 def report():
     run = _run()
     card = build_scorecard(run, kb=None, gs=None, engine_stats={})
-    return build_report(None, RunRecord.from_run(run), scorecard=card, log_records=LOG)
+    return build_report(None, run, scorecard=card, log_records=LOG)
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,6 @@ import plotly.io as pio
 import pytest
 
 from tests.workbench.test_report import LOG, _run
-from workbench.eval.run_record import RunRecord
 from workbench.export.figures import REPORT_COLORWAY
 from workbench.export.html_report import render_html
 from workbench.export.report import build_report
@@ -44,7 +43,7 @@ def _figures(page: str) -> list[dict]:
 def test_report_charts_keep_their_colours_under_the_streamlit_theme(streamlit_theme):
     run = _run()
     card = build_scorecard(run, kb=None, gs=None, engine_stats={})
-    record = RunRecord.from_run(run)
+    record = run
     page = render_html(build_report(None, record, scorecard=card, log_records=LOG))
     figs = _figures(page)
     assert len(figs) >= 3  # categories, failures, optimizations

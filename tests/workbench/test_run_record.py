@@ -11,9 +11,8 @@ import pytest
 from engine.config import EngineConfig
 from tests.workbench.test_report import _run
 from workbench.cli import main
-from workbench.eval.evaluate import save_run
 from workbench.eval.record_schema import SCHEMA_VERSION, RunRecordError, migrate
-from workbench.eval.run_record import RunRecord, latest_run_record, load_run_record
+from workbench.eval.run_record import RunRecord, latest_run_record, load_run_record, save_run
 
 REPO = Path(__file__).resolve().parents[2]
 OLD_RUNS = sorted((REPO / "experiments" / "wiki" / "runs").glob("*.json"))
@@ -29,23 +28,24 @@ def test_saved_record_carries_the_schema_version_and_loads_back_equal(tmp_path: 
     data = json.loads(path.read_text(encoding="utf-8"))
     assert data["schema_version"] == SCHEMA_VERSION == 3
     record = load_run_record(path)
-    assert record.to_dict() == data
-    assert record == RunRecord.from_run(run)
+    assert record.to_dict() == data == run.to_dict()
 
 
-def test_record_rebuilds_the_run_it_was_saved_from() -> None:
+def test_a_loaded_record_answers_as_the_run_it_was_saved_from() -> None:
     run = _run()
-    back = RunRecord.from_dict(json.loads(json.dumps(run.to_dict()))).to_run()
+    back = RunRecord.from_dict(json.loads(json.dumps(run.to_dict())))
     assert back.config == run.config
     assert back.means("hybrid") == run.means("hybrid")
-    assert [r.ranked for r in back.results] == [r.ranked for r in run.results]
-    assert [r.attribution for r in back.results] == [r.attribution for r in run.results]
+    assert back.mode_summary("hybrid") == run.mode_summary("hybrid")
+    assert [r.ranked for r in back.queries] == [r.ranked for r in run.queries]
+    assert [r.attribution for r in back.queries] == [r.attribution for r in run.queries]
     assert back.failures("hybrid") == run.failures("hybrid")
+    assert [q.item.id for q in back.queries] == [q.item.id for q in run.queries]
 
 
 def test_typed_readers_answer_what_views_asked_by_key() -> None:
-    record = RunRecord.from_run(_run())
-    q2 = next(q for q in record.queries if q.id == "q2")
+    record = _run()
+    q2 = next(q for q in record.queries if q.item.id == "q2")
     assert (q2.first_relevant_rank, q2.cause, q2.top(1)) == (None, "cut_at_k", ["d#x"])
     assert record.mode_summary("hybrid").misses == 2  # q2 cut_at_k, q3 lost_in_both
     assert record.means()["mrr"] == pytest.approx((1.0 + 0.0 + 0.5) / 3)
@@ -64,7 +64,7 @@ def test_records_saved_before_the_version_existed_still_load(path: Path) -> None
     new = {"schema_version", "label"}
     assert {k: v for k, v in record.to_dict().items() if k not in new} == data
     assert record.label  # derived from the config it has
-    assert len(record.to_run().results) == len(data["queries"])
+    assert len(record.queries) == len(data["queries"])
 
 
 def test_migration_adds_the_version_without_touching_the_input() -> None:

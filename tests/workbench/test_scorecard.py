@@ -2,8 +2,9 @@ import pytest
 
 from engine.chapters import Document, KnowledgeBase, Node
 from engine.config import EngineConfig
-from workbench.eval.evaluate import EvalRun, QueryResult
+from workbench.eval.attribution import Attribution
 from workbench.eval.golden import GoldenItem, GoldenSet
+from workbench.eval.run_record import DatasetRef, QueryRecord, RunRecord
 from workbench.tune.corpus_dimensions import chunking_evidence
 from workbench.tune.dimension import WEIGHTS, piecewise
 from workbench.tune.engineering_dimension import engineering_evidence
@@ -19,15 +20,28 @@ def _items():
     return [GoldenItem(f"q{n}", f"query {n}", (rel[n],), DIFFS[n], CATS[n]) for n in range(5)]
 
 
+def _miss(cause, vector_rank=None, bm25_rank=None):
+    return Attribution("", cause, None, None, vector_rank, bm25_rank, None, None)
+
+
 def _run(rows, mode="hybrid", rerank=False, cfg=None, causes=None, attribution=None, errors=()):
     """rows: per query {measure: value}."""
     results = []
     for n, (item, m) in enumerate(zip(_items(), rows, strict=True)):
         cause = (causes or {}).get(n)
-        attr = (attribution or {}).get(n, [{"cause": cause}] if cause else [])
+        attr = (attribution or {}).get(n, [_miss(cause)] if cause else [])
         err = "boom" if n in errors else None
-        results.append(QueryResult(item, mode, [], dict(m), 10.0, attr, cause, err))
-    return EvalRun("r1", "t", cfg or EngineConfig(), "gs", "", "h", "all", (mode,), rerank, results)
+        results.append(QueryRecord(item, mode, [], dict(m), 10.0, attr, cause, err))
+    return RunRecord.of(
+        cfg or EngineConfig(),
+        results,
+        run_id="r1",
+        created="t",
+        dataset=DatasetRef("gs", "", "h"),
+        split="all",
+        modes=(mode,),
+        rerank=rerank,
+    )
 
 
 def _rows(recall, mrr, hit):
@@ -212,8 +226,8 @@ def test_unmeasured_embedding_scores_zero_with_reason():
 
 def test_dropped_by_fusion_targets_the_channel_that_had_it():
     attribution = {
-        0: [{"cause": "dropped_by_fusion", "vector_rank": 9, "bm25_rank": 2}],
-        1: [{"cause": "dropped_by_fusion", "vector_rank": None, "bm25_rank": 4}],
+        0: [_miss("dropped_by_fusion", vector_rank=9, bm25_rank=2)],
+        1: [_miss("dropped_by_fusion", bm25_rank=4)],
     }
     run = _run(
         MAIN, causes={0: "dropped_by_fusion", 1: "dropped_by_fusion"}, attribution=attribution

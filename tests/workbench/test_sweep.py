@@ -6,8 +6,8 @@ import pytest
 
 from engine.config import EngineConfig
 from engine.errors import ConfigError
-from workbench.eval.evaluate import EvalRun, QueryResult
 from workbench.eval.golden import GoldenItem, GoldenSet
+from workbench.eval.run_record import DatasetRef, QueryRecord, RunRecord
 from workbench.export.formats import rows_csv
 from workbench.tune.sweep import (
     best_index,
@@ -57,8 +57,17 @@ def test_expand_grid_order_and_checks():
 def _run(cfg, split, recall, mrr, lat):
     item = GoldenItem("q1", "q", ("a",), split=split)
     m = {"recall@5": recall, "mrr": mrr, "hit@5": 1.0, "ndcg@10": recall}
-    res = [QueryResult(item, cfg.search.mode, [], m, lat, [], None)]
-    return EvalRun("r", "t", cfg, "gs", "", "h", split, (cfg.search.mode,), False, res)
+    res = [QueryRecord(item, cfg.search.mode, [], m, lat, [], None)]
+    return RunRecord.of(
+        cfg,
+        res,
+        run_id="r",
+        created="t",
+        dataset=DatasetRef("gs", "", "h"),
+        split=split,
+        modes=(cfg.search.mode,),
+        rerank=False,
+    )
 
 
 class FakeEvaluator:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from engine.errors import EngineError
@@ -109,14 +111,14 @@ def test_trec_eval_fixtures_parse(shared_data):
 
 
 def _tied_run(n_queries: int, seed: int = 7):
-    """An EvalRun whose scores tie a lot (and sometimes rise, as after a rerank)."""
+    """A run whose scores tie a lot (and sometimes rise, as after a rerank)."""
     import random as rnd
 
     from engine.config import EngineConfig
     from engine.pipeline import Ranked
-    from workbench.eval.evaluate import EvalRun, QueryResult
     from workbench.eval.golden import GoldenItem
     from workbench.eval.metrics import evaluate_query
+    from workbench.eval.run_record import DatasetRef, QueryRecord, RunRecord
 
     r = rnd.Random(seed)
     results = []
@@ -129,19 +131,27 @@ def _tied_run(n_queries: int, seed: int = 7):
         ranked = [Ranked(d, s, None, None, None, None) for d, s in zip(docs, scores, strict=True)]
         item = GoldenItem(id=f"q{q:05d}", query=f"q{q}", relevant=rel)
         metrics = evaluate_query(docs, item.qrels, ["mrr", "ndcg@10", "recall@5"])
-        results.append(QueryResult(item, "hybrid", ranked, metrics, 1.0, [], None))
+        results.append(QueryRecord(item, "hybrid", ranked, metrics, 1.0, [], None))
     cfg = EngineConfig()
-    return EvalRun("r", "t", cfg, "d", "", "h", "all", ("hybrid",), False, results)
+    return RunRecord.of(
+        cfg,
+        results,
+        run_id="r",
+        created="t",
+        dataset=DatasetRef("d", "", "h"),
+        split="all",
+        modes=("hybrid",),
+        rerank=False,
+    )
 
 
 def test_exported_run_reproduces_eval_numbers_in_pytrec_eval(tmp_path) -> None:
     pytrec_eval = pytest.importorskip("pytrec_eval")
-    from workbench.eval.run_record import RunRecord
     from workbench.export.formats import trec_run
 
     run = _tied_run(3000)
     path = tmp_path / "run.trec"
-    path.write_text(trec_run(RunRecord.from_run(run), "hybrid"), encoding="utf-8")
+    path.write_text(trec_run(run, "hybrid"), encoding="utf-8")
     ties = sum(len({it.score for it in r.ranked}) < len(r.ranked) for r in run.for_mode("hybrid"))
     assert ties > 2500  # the case that broke: most queries have tied engine scores
     assert read_run(path) == {
@@ -163,15 +173,16 @@ def test_exported_run_reproduces_eval_numbers_in_pytrec_eval(tmp_path) -> None:
 
 
 def test_exported_run_refuses_a_repeated_query_id() -> None:
-    from workbench.eval.run_record import RunRecord
     from workbench.export.formats import trec_run
 
     run = _tied_run(2)
-    run.results[1] = type(run.results[1])(
-        run.results[0].item, "hybrid", run.results[1].ranked, {}, 1.0, [], None
-    )
-    # The run record refuses it already (its means would merge the two queries).
+    first, second = run.queries
+    run = run.with_queries([first, replace(second, item=first.item)])
+    # The run record refuses to summarise it (its means would merge the two queries) ...
     with pytest.raises(EngineError, match="appears twice"):
-        trec_run(RunRecord.from_run(run), "hybrid")
+        run.to_dict()
+    # ... and the TREC writer to write it.
+    with pytest.raises(ValueError, match="appears twice"):
+        trec_run(run, "hybrid")
     with pytest.raises(ValueError, match="appears twice"):
         format_ranked([("q1", ["a"]), ("q1", ["b"])])

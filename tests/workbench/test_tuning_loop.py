@@ -5,6 +5,7 @@ already-tried check."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import ClassVar
 
@@ -46,7 +47,7 @@ class FakeEvaluator:
         FakeEvaluator.calls.append(cfg.fusion.k)
         run = _run(A if cfg.fusion.k == 60 else B, cfg=cfg)
         run.run_id = f"20261202-000000-{cfg.hash[:6]}"
-        run.dataset_hash = gs.content_hash
+        run.dataset = replace(run.dataset, hash=gs.content_hash)
         run.index_fingerprint = self.engine.index_fingerprint
         return run
 
@@ -179,13 +180,12 @@ def test_p_values_are_written_as_people_write_them():
 
 
 def test_reports_and_compare_markdown_name_runs_by_label(ws):
-    from workbench.eval.run_record import RunRecord
     from workbench.export.markdown_report import render_markdown
     from workbench.export.report import build_report
 
     run = _run(A)
     run.label = "baseline+fusion.k=30"
-    md = render_markdown(build_report(None, RunRecord.from_run(run)))
+    md = render_markdown(build_report(None, run))
     assert "Run **baseline+fusion.k=30 · " in md
     c = compare_configs(ws, _configs(), GS, evaluator_for=FakeEvaluator, reuse=False)
     text = c.to_markdown()

@@ -188,7 +188,7 @@ def test_every_core_message_has_a_chinese_entry():
 
 def test_the_overview_learns_when_the_latest_run_is_not_the_baselines(tmp_path):
     from tests.workbench.test_compare import A, _run
-    from workbench.eval.evaluate import save_run
+    from workbench.eval.run_record import save_run
     from workbench.tune.run_status import latest_run_status
     from workbench.workspace import Workspace
 

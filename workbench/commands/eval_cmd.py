@@ -5,17 +5,19 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from engine.atomic import atomic_write_text
 from engine.config import SEARCH_MODES
 from workbench.commands import common
 from workbench.eval import golden
 from workbench.eval.attribution import CAUSES
-from workbench.eval.evaluate import EvalRun, save_run
 from workbench.eval.metrics import DEFAULT_FAMILIES
 from workbench.eval.run_labels import workspace_label
-from workbench.eval.unjudged import share_line, unjudged_share
+from workbench.eval.run_record import RunRecord, save_run
+from workbench.eval.unjudged import share_line
 from workbench.progress import StderrBar
 
 TABLE_KS = (1, 3, 5, 10, 20)
@@ -74,22 +76,19 @@ def run(args: argparse.Namespace) -> int:
     bar.close()
     result.label = workspace_label(ws.config_path, common.set_overrides(args))
     ev.cache.save()
-    record = result.to_dict()
     if args.answers:
         from workbench.answer.answer_eval import evaluate_answers
 
-        record["answers"] = evaluate_answers(ev.engine, gs, cfg, split=args.split)
+        result.answers = evaluate_answers(ev.engine, gs, cfg, split=args.split)
+    record = result.to_dict()
     if not args.no_save:
         path = save_run(result, ws.runs_dir)
-        if args.answers:
-            atomic_write_text(path, json.dumps(record, ensure_ascii=False, indent=1))
         common.info(f"run record: {path}")
     if args.trec_run or args.trec_qrels:
-        from workbench.eval.run_record import RunRecord
         from workbench.export.formats import ExportSource, golden_qrels, write
 
         # The whole golden set's labels (graded), not only the split this run scored.
-        source = ExportSource(RunRecord.from_run(result), args.modes[0], qrels=golden_qrels(gs))
+        source = ExportSource(result, args.modes[0], qrels=golden_qrels(gs))
         if args.trec_run:
             write("trec-run", source, args.trec_run)
         if args.trec_qrels:
@@ -126,13 +125,13 @@ def refusal_line(rows: list[dict]) -> str:
     )
 
 
-def format_run(run: EvalRun, answers: dict | None = None) -> str:
+def format_run(run: RunRecord, answers: Mapping[str, Any] | None = None) -> str:
     """Plain-text tables of a run (what `wikirag eval` prints)."""
     lines = [
-        f"run {run.run_id}  config {run.config.hash}  dataset {run.dataset_name} "
-        f"({run.dataset_hash})  split {run.split}  rerank {'on' if run.rerank else 'off'}",
+        f"run {run.run_id}  config {run.config.hash}  dataset {run.dataset.name} "
+        f"({run.dataset.hash})  split {run.split}  rerank {'on' if run.rerank else 'off'}",
     ]
-    if not run.results:
+    if not run.queries:
         lines.append("no answerable queries in this split; add queries to the golden set")
         if answers:  # a set of unanswerable items still measures refusals
             lines.append(refusal_line(answers.get("per_query", [])))
@@ -149,7 +148,7 @@ def format_run(run: EvalRun, answers: dict | None = None) -> str:
                 f"{m:<11}" + "".join(f"{means.get(f'{m}@{k}', 0):>8.3f}" for k in TABLE_KS)
             )
         lines.append(f"MRR {means.get('mrr', 0):.3f}   MAP {means.get('map', 0):.3f}")
-        lines.append(share_line(mode, unjudged_share(run, mode)))
+        lines.append(share_line(mode, run.unjudged_share(mode)))
         for by in ("difficulty", "category", "language"):
             rows = run.breakdown(mode, by)
             parts = [

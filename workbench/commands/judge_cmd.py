@@ -13,7 +13,8 @@ from workbench.commands.common import add_kb_args, info, print_json, workspace
 from workbench.eval import golden
 from workbench.eval import judgments as J
 from workbench.eval.agreement import agreement
-from workbench.eval.unjudged import UNJUDGED_K, QueueEntry, rating_queue
+from workbench.eval.run_record import UNJUDGED_K
+from workbench.eval.unjudged import QueueEntry, rating_queue
 from workbench.workspace import Workspace
 
 PROMPT = "grade [0 not relevant, 1 related, 2 relevant, 3 perfect, l later, ? can't tell, q quit]: "
@@ -87,7 +88,7 @@ def queue_for(
             raise EngineError(f"no run records in {ws.runs_dir}; run `wikirag eval` first")
         records = [latest]
     judged = J.read(J.path_for(gs.path)) if gs.path else []
-    runs = [(r.name, r.to_run()) for r in records]
+    runs = [(r.name, r) for r in records]
     return rating_queue(runs, gs, k=k, judgments=judged, rater=rater)
 
 

@@ -78,10 +78,9 @@ def _scorecard(ws: Workspace, record: RunRecord) -> Any:
     from workbench.answer.llm import llm_settings
     from workbench.tune.scorecard import compute_scorecard
 
-    ev_run = record.to_run()
     try:
-        has_llm = llm_settings(ev_run.config.llm) is not None
-        return compute_scorecard(ws, ev_run.config, run=ev_run, llm_configured=has_llm)
+        has_llm = llm_settings(record.config.llm) is not None
+        return compute_scorecard(ws, record.config, run=record, llm_configured=has_llm)
     except (EngineError, OSError, ImportError) as exc:
         info(f"report without scorecard: {exc}")
         return None

@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = common.effective_config(args, ws)
     ev_run = None
     if args.run:
-        ev_run = load_run_by_id(ws, args.run).to_run()
+        ev_run = load_run_by_id(ws, args.run)
         cfg = ev_run.config
     card = compute_scorecard(
         ws,

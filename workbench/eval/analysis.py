@@ -85,11 +85,11 @@ def failures(
             continue
         rows.append(
             FailureRow(
-                id=q.id,
-                query=q.query,
+                id=q.item.id,
+                query=q.item.query,
                 cause=c,
-                difficulty=q.difficulty,
-                category=q.category,
+                difficulty=q.item.difficulty,
+                category=q.item.category,
                 language=q.language,
                 recall5=float(q.metrics.get("recall@5", 0.0)),
                 mrr=float(q.metrics.get("mrr", 0.0)),
@@ -145,11 +145,11 @@ def slice_of(q: QueryRecord, by: str) -> str:
     """The query's value of slice ``by`` (one of SLICES)."""
     if by not in SLICES:
         raise ValueError(f"slice must be one of {', '.join(SLICES)}; got {by!r}")
-    return {"difficulty": q.difficulty, "category": q.category, "language": q.language}[by]
+    return q.group(by)
 
 
 def _query(record: RunRecord, mode: str, qid: str) -> QueryRecord | None:
-    return next((x for x in record.for_mode(mode) if x.id == qid), None)
+    return next((x for x in record.for_mode(mode) if x.item.id == qid), None)
 
 
 def story(record: RunRecord, mode: str, qid: str) -> QueryStory:
@@ -157,7 +157,7 @@ def story(record: RunRecord, mode: str, qid: str) -> QueryStory:
     q = _query(record, mode, qid)
     if q is None:
         raise KeyError(f"query {qid!r} is not in run {record.run_id} ({mode})")
-    relevant = list(q.relevant)
+    relevant = list(q.item.relevant)
     ranked = [
         RankedRow(
             rank=i,
@@ -208,14 +208,14 @@ def story(record: RunRecord, mode: str, qid: str) -> QueryStory:
                 )
             )
     return QueryStory(
-        id=q.id,
-        query=q.query,
+        id=q.item.id,
+        query=q.item.query,
         mode=mode,
         metrics=dict(q.metrics),
         ranked=ranked,
         gold=gold,
         error=q.error,
-        meta={**{k: slice_of(q, k) for k in SLICES}, "split": q.split},
+        meta={**{k: slice_of(q, k) for k in SLICES}, "split": q.item.split},
         miss=query_miss(q),
     )
 
@@ -263,7 +263,7 @@ def run_matrix(
     if outcome is not None and outcome not in OUTCOMES:
         raise ValueError(f"outcome must be one of {', '.join(OUTCOMES)}; got {outcome!r}")
     by_run = [
-        {q.id: q for q in r.for_mode(m)}
+        {q.item.id: q for q in r.for_mode(m)}
         for r, m in zip(records, _modes(records, mode), strict=True)
     ]
     common = [qid for qid in by_run[0] if all(qid in b for b in by_run[1:])]
@@ -285,7 +285,7 @@ def run_matrix(
         rows.append(
             MatrixRow(
                 qid,
-                qs[0].query,
+                qs[0].item.query,
                 vals,
                 deltas,
                 oc,
@@ -314,7 +314,7 @@ def side_by_side(
         if q is None:
             lists.append([])
             continue
-        gold = list(q.relevant)
+        gold = list(q.item.relevant)
         rel = set(gold)
         lists.append([(nid, nid in rel) for nid in q.top(depth)])
     return gold, lists

@@ -4,7 +4,7 @@ it (a channel's candidate pool, fusion, rerank, or just the cut at K)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
 
 from engine.pipeline import Candidates, Ranked
 from workbench.eval.golden import GoldenItem
@@ -22,6 +22,20 @@ CAUSES = {
 _CAUSE_ORDER = list(CAUSES)
 
 
+@dataclass(frozen=True)
+class Attribution:
+    """Where one relevant chapter missing from the top K was lost."""
+
+    node_id: str
+    cause: str  # a key of CAUSES
+    final_rank: int | None
+    fusion_rank: int | None
+    vector_rank: int | None  # rank within the channel's candidate pool
+    bm25_rank: int | None
+    vector_rank_any: int | None  # rank in the channel's whole cached list
+    bm25_rank_any: int | None
+
+
 def attribute(
     item: GoldenItem,
     ranked: Sequence[Ranked],
@@ -31,7 +45,7 @@ def attribute(
     use_rerank: bool,
     k: int = ATTRIBUTION_K,
     fusion_ranks: Mapping[str, int] | None = None,
-) -> list[dict[str, Any]]:
+) -> tuple[Attribution, ...]:
     """Where each relevant chapter missing from the top ``k`` was lost.
 
     - lost_in_both / lost_in_bm25 / lost_in_vector: not in that channel's candidate pool
@@ -53,7 +67,7 @@ def attribute(
         fusion_rank = dict(fusion_ranks)
     else:
         fusion_rank = {r.node_id: r.fusion_rank for r in ranked if r.fusion_rank is not None}
-    out: list[dict[str, Any]] = []
+    out: list[Attribution] = []
     for nid in item.relevant:
         if nid in top:
             continue
@@ -78,16 +92,16 @@ def attribute(
             else:
                 cause = "cut_at_k"
         out.append(
-            {
-                "node_id": nid,
-                "cause": cause,
-                "final_rank": final_rank.get(nid),
-                "fusion_rank": fr,
-                "vector_rank": v,
-                "bm25_rank": b,
-                "vector_rank_any": vec_full.get(nid),
-                "bm25_rank_any": bm_full.get(nid),
-            }
+            Attribution(
+                nid,
+                cause,
+                final_rank.get(nid),
+                fr,
+                v,
+                b,
+                vec_full.get(nid),
+                bm_full.get(nid),
+            )
         )
-    out.sort(key=lambda a: _CAUSE_ORDER.index(str(a["cause"])))
-    return out
+    out.sort(key=lambda a: _CAUSE_ORDER.index(a.cause))
+    return tuple(out)

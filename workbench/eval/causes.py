@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from workbench.eval.attribution import CAUSES
+from workbench.eval.attribution import CAUSES, Attribution
 from workbench.eval.messages import Message, join
-from workbench.eval.run_record import Attribution, QueryRecord
+from workbench.eval.run_record import QueryRecord
 
 NOT_RANKED = "—"  # a stage that did not rank the chapter (never a raw None)
 

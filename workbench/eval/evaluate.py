@@ -18,17 +18,16 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 import engine as engine_pkg
-from engine.atomic import atomic_write_bytes, atomic_write_text
+from engine.atomic import atomic_write_bytes
 from engine.config import EngineConfig
-from engine.errors import EngineError
-from engine.pipeline import MAX_CACHED_POOL, Candidates, Ranked, compose, pool_size
+from engine.pipeline import MAX_CACHED_POOL, Candidates, compose, pool_size
 from workbench.eval import metrics as M
-from workbench.eval.attribution import CAUSES, attribute
+from workbench.eval.attribution import attribute
 from workbench.eval.golden import GoldenItem, GoldenSet
-from workbench.eval.percentiles import latency_percentiles
+from workbench.eval.run_record import DatasetRef, QueryRecord, RunRecord
 
 EVAL_DEPTH = 20  # metrics go up to @20, so every run ranks at least this deep
 ProgressFn = Callable[[int, int, str], None]
@@ -100,111 +99,29 @@ class EvalCache:
         atomic_write_bytes(self.folder / "eval_cache.pkl", blob)
 
 
-@dataclass
-class QueryResult:
-    item: GoldenItem
-    mode: str
-    ranked: list[Ranked]
-    metrics: dict[str, float]
-    latency_ms: float
-    attribution: list[dict[str, Any]]  # one entry per relevant chapter missing from top K
-    cause: str | None  # the query-level cause (first missing chapter's), None when no miss
-    error: str | None = None
+class EvaluatedEngine(Protocol):
+    """What :class:`Evaluator` calls on an engine (``engine.search.Engine`` is one).
 
-
-@dataclass
-class EvalRun:
-    run_id: str
-    created: str
-    config: EngineConfig
-    dataset_name: str
-    dataset_path: str
-    dataset_hash: str
-    split: str
-    modes: tuple[str, ...]
-    rerank: bool
-    results: list[QueryResult]
-    kb_name: str = ""
-    index_fingerprint: str = ""
-    seconds: float = 0.0
-    cache_hits: int = 0
-    cache_misses: int = 0
-    label: str = ""  # the config's name (workbench.eval.run_labels); "" = derive one
-
-    def for_mode(self, mode: str) -> list[QueryResult]:
-        return [r for r in self.results if r.mode == mode]
-
-    def per_query(self, mode: str) -> dict[str, dict[str, float]]:
-        out: dict[str, dict[str, float]] = {}
-        for r in self.for_mode(mode):
-            # Two results under one id would silently become one in every mean and in
-            # the paired statistics; golden.checked() refuses such sets before scoring.
-            if r.item.id in out:
-                raise EngineError(
-                    f"query id {r.item.id!r} appears twice in this run; ids must be unique "
-                    "(run `wikirag golden validate`)"
-                )
-            out[r.item.id] = r.metrics
-        return out
-
-    def means(self, mode: str) -> dict[str, float]:
-        return M.mean_scores(self.per_query(mode))
-
-    def breakdown(self, mode: str, by: str) -> dict[str, dict[str, float]]:
-        """Mean metrics per difficulty | category | language | split."""
-        groups = {r.item.id: str(getattr(r.item, by)) for r in self.for_mode(mode)}
-        return M.aggregate(self.per_query(mode), groups)
-
-    def latency(self, mode: str) -> dict[str, float]:
-        return latency_percentiles([r.latency_ms for r in self.for_mode(mode)])
-
-    def failures(self, mode: str) -> dict[str, list[str]]:
-        """Query ids grouped by the cause of their miss (stage attribution, eval/attribution.py)."""
-        out: dict[str, list[str]] = {c: [] for c in CAUSES}
-        for r in self.for_mode(mode):
-            if r.cause:
-                out[r.cause].append(r.item.id)
-        return {c: ids for c, ids in out.items() if ids}
-
-    def worst(self, mode: str, measure: str = "recall@5", n: int = 10) -> list[tuple[str, float]]:
-        return M.worst_queries(self.per_query(mode), measure, n)
-
-    @property
-    def errors(self) -> int:
-        return sum(1 for r in self.results if r.error)
-
-    def summary(self) -> dict[str, Any]:
-        from workbench.eval.unjudged import unjudged_share  # builds on this module
-
-        return {
-            mode: {
-                "means": self.means(mode),
-                "latency": self.latency(mode),
-                "by_difficulty": self.breakdown(mode, "difficulty"),
-                "by_category": self.breakdown(mode, "category"),
-                "by_language": self.breakdown(mode, "language"),
-                "failures": self.failures(mode),
-                "queries": len(self.for_mode(mode)),
-                "unjudged_at_10": round(unjudged_share(self, mode), 4),
-            }
-            for mode in self.modes
-        }
-
-    def to_dict(self) -> dict[str, Any]:
-        """The saved run record's JSON (its shape is defined by workbench.eval.run_record)."""
-        from workbench.eval.run_record import RunRecord  # run_record builds on this module
-
-        return RunRecord.from_run(self).to_dict()
-
-
-class Evaluator:
-    """Runs golden sets through an engine, caching what parameter changes cannot alter.
-
-    ``engine`` needs: ``candidates(query, pool=, filters=)``, ``rerank_scores(query, ids)``,
-    ``reranker_name`` (or None), ``kb`` (for the hierarchy) and ``index_fingerprint``.
+    Read when present: ``kb`` (the tree, for the hierarchical measures and child
+    injection), ``index_fingerprint`` (part of the candidate cache's key),
+    ``reranker_name``, ``warm_up()`` (model loading kept out of the first latency), and
+    ``config`` with ``with_config(cfg)`` (an engine for another config of one index).
     """
 
-    def __init__(self, engine: Any, cache: EvalCache | None = None) -> None:
+    def candidates(self, query: str, *, pool: int) -> Candidates: ...
+
+    def rerank_scores(self, query: str, node_ids: Sequence[str]) -> Mapping[str, float]: ...
+
+
+E = TypeVar("E", bound=EvaluatedEngine)
+
+
+class Evaluator(Generic[E]):
+    """Runs golden sets through an engine, caching what parameter changes cannot alter.
+
+    Generic in the engine so that callers keep its own type (``ev.engine.kb``)."""
+
+    def __init__(self, engine: E, cache: EvalCache | None = None) -> None:
         self.engine = engine
         self.cache = cache or EvalCache()
         self._warm: set[int] = set()
@@ -258,15 +175,16 @@ class Evaluator:
         est = self.cache.rerank_ms_per_pair.get(name, 0.0) * len(node_ids)
         return scores, est
 
-    def _engine_for(self, cfg: EngineConfig) -> Any:
+    def _engine_for(self, cfg: EngineConfig) -> EvaluatedEngine:
         with_config = getattr(self.engine, "with_config", None)
         if with_config is None or getattr(self.engine, "config", None) == cfg:
             return self.engine
-        return with_config(cfg)
+        engine: EvaluatedEngine = with_config(cfg)
+        return engine
 
     def evaluate_item(
         self, item: GoldenItem, cfg: EngineConfig, mode: str, use_rerank: bool
-    ) -> QueryResult:
+    ) -> QueryRecord:
         try:
             cands, cand_ms = self.candidates(cfg, item.query)
             rerank_ms = [0.0]  # estimated rerank latency (per-pair cost x head size)
@@ -295,19 +213,20 @@ class Evaluator:
             rank_ms = (time.perf_counter() - t0) * 1000 - rerank_wall[0]
             ranked = composed.ranked
         except Exception as exc:  # one bad query must not sink a run; it is counted
-            return QueryResult(item, mode, [], _zero_metrics(), 0.0, [], None, error=str(exc))
+            return QueryRecord(item, mode, (), _zero_metrics(), 0.0, (), None, error=str(exc))
         hierarchy = parent_function(getattr(self.engine, "kb", None))
         ids = [r.node_id for r in ranked]
         values = M.evaluate_query(
             ids, item.qrels, _measures(), hierarchy, relevance_level=item.relevant_grade
         )
         latency = _mode_latency(cands, cand_ms, mode) + rerank_ms[0] + min(rank_ms, 1000.0)
+        latency = round(latency, 3)  # what the record keeps: a microsecond is noise here
         fusion_ranks = {nid: i + 1 for i, (nid, _) in enumerate(composed.fused)}
         attribution = attribute(
             item, ranked, cands, composed.pool, mode, use_rerank, fusion_ranks=fusion_ranks
         )
-        cause = attribution[0]["cause"] if attribution else None
-        return QueryResult(item, mode, ranked, values, latency, attribution, cause)
+        cause = attribution[0].cause if attribution else None
+        return QueryRecord(item, mode, tuple(ranked), values, latency, attribution, cause)
 
     def run(
         self,
@@ -320,7 +239,7 @@ class Evaluator:
         progress: ProgressFn | None = None,
         kb_name: str = "",
         item_ids: Iterable[str] | None = None,
-    ) -> EvalRun:
+    ) -> RunRecord:
         use_rerank = (cfg.rerank.provider != "none") if rerank is None else bool(rerank)
         modes = tuple(modes)
         items = gs.answerable(split)
@@ -329,7 +248,7 @@ class Evaluator:
             items = [i for i in items if i.id in wanted]
         hits0, misses0 = self.cache.hits, self.cache.misses
         t0 = time.perf_counter()
-        results: list[QueryResult] = []
+        results: list[QueryRecord] = []
         total = len(items) * len(modes)
         done = 0
         for item in items:
@@ -340,20 +259,18 @@ class Evaluator:
                     progress(done, total, item.id)
         created = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         run_id = dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S-") + cfg.hash[:6]
-        return EvalRun(
+        return RunRecord.of(
+            cfg,
+            results,
             run_id=run_id,
             created=created,
-            config=cfg,
-            dataset_name=gs.name,
-            dataset_path=str(gs.path or ""),
-            dataset_hash=gs.content_hash,
+            dataset=DatasetRef(gs.name, str(gs.path or ""), gs.content_hash),
             split=split,
             modes=modes,
             rerank=use_rerank,
-            results=results,
-            kb_name=kb_name,
+            kb=kb_name,
             index_fingerprint=self._fingerprint(),
-            seconds=time.perf_counter() - t0,
+            seconds=round(time.perf_counter() - t0, 3),
             cache_hits=self.cache.hits - hits0,
             cache_misses=self.cache.misses - misses0,
         )
@@ -393,50 +310,8 @@ def _mode_latency(cands: Candidates, cand_ms: float, mode: str) -> float:
     return sum(float(t.get(s, 0.0)) for s in stages) or cand_ms
 
 
-def save_run(run: EvalRun, runs_dir: str | Path) -> Path:
-    """Write the run record (exact config YAML + hash, dataset hash, rankings, metrics).
-
-    Run ids are to the second plus the config hash, so two runs of one config in the same
-    second (two clicks, a script) would share one; the later gets ``-2``, ``-3``... instead
-    of overwriting the first.
-    """
-    folder = Path(runs_dir)
-    folder.mkdir(parents=True, exist_ok=True)
-    n = 1
-    while True:
-        run_id = run.run_id if n == 1 else f"{run.run_id}-{n}"
-        try:  # O_EXCL claims the name atomically, so concurrent savers never share one
-            with open(folder / f"{run_id}.json", "x", encoding="utf-8"):
-                pass
-        except FileExistsError:
-            n += 1
-            continue
-        break
-    run.run_id = run_id
-    path = folder / f"{run_id}.json"
-    atomic_write_text(path, json.dumps(run.to_dict(), ensure_ascii=False, indent=1))
-    return path
-
-
-def list_runs(runs_dir: str | Path) -> list[Path]:
-    """Saved run records, newest first (``X-2`` was saved after ``X`` in the same second)."""
-    d = Path(runs_dir)
-    return sorted(d.glob("*.json"), key=_run_order, reverse=True) if d.is_dir() else []
-
-
-def _run_order(path: Path) -> tuple[str, int]:
-    # Ids are ``YYYYmmdd-HHMMSS-<hash6>`` plus ``-N`` for the N-th save in one second; plain
-    # string order would put ``X.json`` above ``X-2.json``.
-    parts = path.stem.split("-")
-    if len(parts) == 4 and parts[3].isdigit():
-        return "-".join(parts[:3]), int(parts[3])
-    return path.stem, 1
-
-
 __all__ = [
     "EvalCache",
-    "EvalRun",
+    "EvaluatedEngine",
     "Evaluator",
-    "QueryResult",
-    "save_run",
 ]

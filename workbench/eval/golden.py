@@ -24,9 +24,9 @@ from engine.cjk import cjk_count
 from engine.errors import ConfigError, EngineError, yaml_error_summary
 from engine.yaml_safe import refuse_aliases, short
 from workbench.eval import judgments as J
-from workbench.eval.golden_drift import suggest_ids
 from workbench.eval.golden_issue import Issue
 from workbench.eval.messages import Message
+from workbench.eval.stale_ids import suggest_ids
 
 DIFFICULTIES = ("easy", "medium", "hard")
 TARGET_MIX = {"easy": 0.3, "medium": 0.5, "hard": 0.2}

@@ -25,10 +25,9 @@ from dataclasses import asdict, dataclass, field
 from statistics import NormalDist
 from typing import Any
 
-from workbench.eval.evaluate import EvalRun
 from workbench.eval.golden import SPLITS, GoldenSet
 from workbench.eval.percentiles import percentile
-from workbench.eval.unjudged import UNJUDGED_K, unjudged_share
+from workbench.eval.run_record import UNJUDGED_K, RunRecord
 
 PRIMARY = "mrr"
 
@@ -89,15 +88,15 @@ class GoldenHealth:
         return d
 
 
-def _runs_by_config(runs: Sequence[EvalRun]) -> list[EvalRun]:
+def _runs_by_config(runs: Sequence[RunRecord]) -> list[RunRecord]:
     """The newest run of each config (runs given newest first)."""
-    seen: dict[str, EvalRun] = {}
+    seen: dict[str, RunRecord] = {}
     for r in runs:
         seen.setdefault(r.config.hash, r)
     return list(seen.values())
 
 
-def _mrr(run: EvalRun) -> dict[str, float]:
+def _mrr(run: RunRecord) -> dict[str, float]:
     mode = run.modes[0]
     return {q: v.get(PRIMARY, 0.0) for q, v in run.per_query(mode).items()}
 
@@ -106,7 +105,7 @@ def golden_health(
     gs: GoldenSet,
     *,
     experiments: Iterable[Mapping[str, Any]] = (),
-    runs: Sequence[EvalRun] = (),
+    runs: Sequence[RunRecord] = (),
     baseline_hash: str = "",
     alpha: float = 0.05,
     power: float = 0.8,
@@ -126,10 +125,10 @@ def golden_health(
     depth = {"mean": sum(depths) / len(depths), "min": min(depths), "max": max(depths)}
     judged = sum(len(i.judged) for i in gs.items)
 
-    mine = [r for r in runs if r.dataset_name == gs.name]
+    mine = [r for r in runs if r.dataset.name == gs.name]
     base = next((r for r in mine if r.config.hash == baseline_hash), None)
     shown = base or (mine[0] if mine else None)
-    share = unjudged_share(shown, shown.modes[0], gs, UNJUDGED_K) if shown else None
+    share = shown.unjudged_share(shown.modes[0], gs, UNJUDGED_K) if shown else None
     if shown is None:
         notes.append("no saved run of this set: run `wikirag eval` for the unjudged share")
     elif base is None:

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from workbench.eval.evaluate import EvalRun
+from workbench.eval.run_record import RunRecord
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class PoolCandidate:
 
 
 def pool_candidates(
-    runs: Iterable[tuple[str, EvalRun]], *, k: int = 5, min_votes: int = 2
+    runs: Iterable[tuple[str, RunRecord]], *, k: int = 5, min_votes: int = 2
 ) -> list[PoolCandidate]:
     """Unlabelled chapters ranked in the top ``k`` by >= ``min_votes`` systems, most votes first."""
     if k < 1 or min_votes < 1:
@@ -36,7 +36,7 @@ def pool_candidates(
     votes: dict[tuple[str, str], dict[str, int]] = {}
     queries: dict[str, tuple[str, set[str]]] = {}
     for label, run in runs:
-        for r in run.results:
+        for r in run.queries:
             if r.error:
                 continue
             queries[r.item.id] = (r.item.query, set(r.item.relevant))

@@ -8,9 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.errors import EngineError
-from workbench.eval.evaluate import list_runs
 from workbench.eval.run_labels import run_name
-from workbench.eval.run_record import RunRecord, load_run_record
+from workbench.eval.run_record import RunRecord, list_runs, load_run_record
 
 
 @dataclass(frozen=True)

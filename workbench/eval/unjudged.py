@@ -15,11 +15,10 @@ from typing import Any
 
 from workbench.eval import judgments as J
 from workbench.eval import metrics as M
-from workbench.eval.evaluate import EvalRun, QueryResult
-from workbench.eval.golden import GoldenItem, GoldenSet
+from workbench.eval.golden import GoldenSet
 from workbench.eval.messages import Message
+from workbench.eval.run_record import UNJUDGED_K, RunRecord
 
-UNJUDGED_K = 10
 WARN_SHARE = 0.05  # Quepid's rule of thumb for a comparison worth reading
 
 
@@ -39,31 +38,6 @@ class QueueEntry:
             "best_rank": self.best_rank,
             "systems": list(self.systems),
         }
-
-
-def _item(gs: GoldenSet | None, result: QueryResult) -> GoldenItem:
-    """The golden set's current version of a run's query (its judgments may be newer)."""
-    current = gs.get(result.item.id) if gs is not None else None
-    return current if current is not None else result.item
-
-
-def _top(result: QueryResult, k: int) -> list[str]:
-    return M.dedupe(h.node_id for h in result.ranked)[:k]
-
-
-def unjudged_share(
-    run: EvalRun, mode: str, gs: GoldenSet | None = None, k: int = UNJUDGED_K
-) -> float:
-    """Share of the top-``k`` slots of ``mode``'s queries that carry no judgment (0 when empty)."""
-    slots = unjudged = 0
-    for r in run.for_mode(mode):
-        if r.error:
-            continue
-        judged = _item(gs, r).qrels
-        top = _top(r, k)
-        slots += len(top)
-        unjudged += sum(1 for nid in top if nid not in judged)
-    return unjudged / slots if slots else 0.0
 
 
 def share_message(share: float, k: int = UNJUDGED_K, *, sentence: bool = False) -> Message:
@@ -94,7 +68,7 @@ def share_line(label: str, share: float, k: int = UNJUDGED_K) -> str:
 
 
 def rating_queue(
-    runs: Iterable[tuple[str, EvalRun]],
+    runs: Iterable[tuple[str, RunRecord]],
     gs: GoldenSet,
     *,
     k: int = UNJUDGED_K,
@@ -108,11 +82,11 @@ def rating_queue(
     """
     pooled: dict[tuple[str, str], dict[str, int]] = {}
     for label, run in runs:
-        for r in run.results:
+        for r in run.queries:
             if r.error:
                 continue
-            judged = _item(gs, r).qrels
-            for rank, nid in enumerate(_top(r, k), 1):
+            judged = r.current_item(gs).qrels
+            for rank, nid in enumerate(r.distinct_top(k), 1):
                 if nid in judged:
                     continue
                 systems = pooled.setdefault((r.item.id, nid), {})
@@ -147,16 +121,16 @@ def rating_queue(
 
 
 def rescored(
-    run: EvalRun, gs: GoldenSet, hierarchy: Callable[[str], str | None] | None = None
-) -> EvalRun:
+    run: RunRecord, gs: GoldenSet, hierarchy: Callable[[str], str | None] | None = None
+) -> RunRecord:
     """``run`` with every measure recomputed from the golden set's current judgments.
 
     The rankings are the run's own; only the grades changed, so no search is repeated.
     """
-    measures = tuple(M.parse_measure(m) for m in (run.results[0].metrics if run.results else ()))
+    measures = tuple(M.parse_measure(m) for m in (run.queries[0].metrics if run.queries else ()))
     results = []
-    for r in run.results:
-        item = _item(gs, r)
+    for r in run.queries:
+        item = r.current_item(gs)
         if r.error:
             results.append(replace(r, item=item))
             continue
@@ -165,4 +139,4 @@ def rescored(
             ids, item.qrels, measures, hierarchy, relevance_level=item.relevant_grade
         )
         results.append(replace(r, item=item, metrics=values))
-    return replace(run, results=results, dataset_hash=gs.content_hash)
+    return run.with_queries(results, dataset=replace(run.dataset, hash=gs.content_hash))

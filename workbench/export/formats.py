@@ -72,7 +72,7 @@ def trec_run(record: RunRecord, mode: str, tag: str | None = None) -> str:
     """TREC run text of one mode, ranked exactly as the run was evaluated."""
     tag = tag or f"wikirag-{record.config_hash}-{mode}"
     return format_ranked(
-        [(q.id, [r.node_id for r in q.ranked]) for q in record.for_mode(mode)], tag
+        [(q.item.id, [r.node_id for r in q.ranked]) for q in record.for_mode(mode)], tag
     )
 
 

@@ -142,12 +142,12 @@ def build_report(
         m = q.metrics
         rows.append(
             {
-                "id": q.id,
-                "query": q.query,
-                "difficulty": q.difficulty,
-                "category": q.category,
+                "id": q.item.id,
+                "query": q.item.query,
+                "difficulty": q.item.difficulty,
+                "category": q.item.category,
                 "language": q.language,
-                "split": q.split,
+                "split": q.item.split,
                 # A measure an older run did not compute reads as 0 (metrics are open-ended).
                 "recall@5": float(m.get("recall@5", 0.0)),
                 "mrr": float(m.get("mrr", 0.0)),
@@ -156,7 +156,7 @@ def build_report(
                 "first_relevant_rank": q.first_relevant_rank,
                 "cause": q.cause or "",
                 "latency_ms": float(q.latency_ms),
-                "relevant": " ".join(q.relevant),
+                "relevant": " ".join(q.item.relevant),
                 "top5": " ".join(q.top(5)),
                 "error": q.error or "",
             }

@@ -1,6 +1,6 @@
 """Accept or roll back: apply an AcceptanceRule to a baseline and a candidate run.
 
-``decide(base, cand, mode, rule, holdout=...)`` works on EvalRuns; ``decide_scores`` on
+``decide(base, cand, mode, rule, holdout=...)`` works on run records; ``decide_scores`` on
 per-query metric dicts, so benchmarks and tests can feed it synthetic or resampled data.
 Every criterion carries its measured value and threshold, which the CLI, the UI and the
 log show as they are.
@@ -13,8 +13,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from workbench.eval.evaluate import EvalRun
 from workbench.eval.measures import shown
+from workbench.eval.run_record import RunRecord
 from workbench.eval.stats import (
     PairedComparison,
     benjamini_hochberg,
@@ -96,12 +96,12 @@ class Decision:
 
 
 def decide(
-    base: EvalRun,
-    cand: EvalRun,
+    base: RunRecord,
+    cand: RunRecord,
     mode: str | None = None,
     rule: AcceptanceRule = STATISTICAL,
     *,
-    holdout: tuple[EvalRun, EvalRun] | None = None,
+    holdout: tuple[RunRecord, RunRecord] | None = None,
     require_improvement: bool = True,
 ) -> Decision:
     """Apply ``rule`` to two runs over the same queries (cand - base), in one mode.

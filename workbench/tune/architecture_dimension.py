@@ -7,8 +7,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from engine.config import EngineConfig
-from workbench.eval.evaluate import EvalRun
 from workbench.eval.messages import Message, join
+from workbench.eval.run_record import RunRecord
 from workbench.tune.dimension import NAMES, WEIGHTS, Change, Dimension, first_change, valid_changes
 from workbench.tune.retrieval_dimensions import RERANK_OFF_SCORE
 from workbench.tune.suggestions import ABLATION_MEASURE, enabled, log_delta
@@ -47,7 +47,7 @@ ABLATION_TOLERANCE = 0.005
 
 
 def _ablation_effect(
-    run: EvalRun, mode: str, other: EvalRun | None, other_mode: str | None = None
+    run: RunRecord, mode: str, other: RunRecord | None, other_mode: str | None = None
 ) -> float | None:
     """Mean ``ABLATION_MEASURE`` of ``run`` minus that of ``other`` (None when unmeasured)."""
     if other is None:
@@ -94,8 +94,8 @@ LOG_KEYS = {
 def architecture_dimension(
     cfg: EngineConfig,
     kb: Any,
-    run: EvalRun | None = None,
-    extra: Mapping[str, EvalRun] | None = None,
+    run: RunRecord | None = None,
+    extra: Mapping[str, RunRecord] | None = None,
     history: Sequence[Mapping[str, Any]] = (),
 ) -> Dimension:
     """Score what each capability is measured to contribute, not whether it is switched on.

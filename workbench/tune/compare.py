@@ -16,13 +16,12 @@ from typing import Any
 
 from engine.config import EngineConfig, parse_override
 from engine.errors import ConfigError, EngineError
-from workbench.eval.evaluate import EvalRun, QueryResult, save_run
 from workbench.eval.golden import GoldenSet
 from workbench.eval.measures import shown
-from workbench.eval.run_record import RunRecord
+from workbench.eval.run_record import RunRecord, save_run
 from workbench.eval.saved_runs import RunKey, find_saved_run
 from workbench.eval.stats import PairedComparison, compare_paired
-from workbench.eval.unjudged import WARN_SHARE, unjudged_share
+from workbench.eval.unjudged import WARN_SHARE
 from workbench.tune.query_matrix import QueryMatrix, build_matrix
 from workbench.tune.scorecard_markdown import md_cell
 from workbench.tune.side_by_side import SIDE_BY_SIDE_K, SideBySide, side_by_side
@@ -71,12 +70,6 @@ def parse_config_spec(spec: str, ws: Any) -> tuple[str, EngineConfig]:
         overrides = dict(parse_override(p.strip()) for p in _NEXT_OVERRIDE.split(rest))
         cfg = cfg.with_overrides(overrides)
     return text, cfg
-
-
-def first_relevant_rank(r: QueryResult) -> int | None:
-    """1-based rank of the first relevant chapter in the ranking, None if absent."""
-    rel = set(r.item.relevant)
-    return next((i for i, x in enumerate(r.ranked, 1) if x.node_id in rel), None)
 
 
 @dataclass(frozen=True)
@@ -190,7 +183,7 @@ class Comparison:
         return comparison_markdown(self)
 
 
-def _metrics(run: EvalRun, mode: str) -> dict[str, float]:
+def _metrics(run: RunRecord, mode: str) -> dict[str, float]:
     means = run.means(mode)
     out = {m: float(means.get(m, 0.0)) for m in shown("table")}
     lat = run.latency(mode)
@@ -198,7 +191,9 @@ def _metrics(run: EvalRun, mode: str) -> dict[str, float]:
     return out
 
 
-def _changed(base: EvalRun, bmode: str, other: EvalRun, omode: str, n: int) -> list[ChangedQuery]:
+def _changed(
+    base: RunRecord, bmode: str, other: RunRecord, omode: str, n: int
+) -> list[ChangedQuery]:
     before = {r.item.id: r for r in base.for_mode(bmode)}
     out = []
     for r in other.for_mode(omode):
@@ -212,8 +207,8 @@ def _changed(base: EvalRun, bmode: str, other: EvalRun, omode: str, n: int) -> l
             r.metrics.get("recall@5", 0.0),
             b.metrics.get("mrr", 0.0),
             r.metrics.get("mrr", 0.0),
-            first_relevant_rank(b),
-            first_relevant_rank(r),
+            b.first_relevant_rank,
+            r.first_relevant_rank,
         )
         if abs(c.delta_recall5) > EPS or abs(c.delta_mrr) > EPS:
             out.append(c)
@@ -222,16 +217,14 @@ def _changed(base: EvalRun, bmode: str, other: EvalRun, omode: str, n: int) -> l
 
 
 def compare_runs(
-    runs: Sequence[tuple[str, EvalRun]],
+    runs: Sequence[tuple[str, RunRecord]],
     *,
     modes: Sequence[str] | None = None,
     changed_n: int = CHANGED_N,
-    records: Sequence[RunRecord] | None = None,
     reused: Sequence[bool] = (),
 ) -> Comparison:
     """Compare evaluated runs (pure). ``modes``: the mode to read from each run (default:
-    each run's first mode). Queries are paired by id; only shared ids are tested.
-    ``records``: the runs' saved records (default: built from the runs)."""
+    each run's first mode). Queries are paired by id; only shared ids are tested."""
     if not 2 <= len(runs) <= 4:
         raise ValueError(f"compare needs 2 to 4 configs; got {len(runs)}")
     modes = list(modes or [r.modes[0] for _, r in runs])
@@ -247,16 +240,16 @@ def compare_runs(
         config_hashes=tuple(r.config.hash for _, r in runs),
         modes=tuple(modes),
         split=base.split,
-        dataset=base.dataset_name,
+        dataset=base.dataset.name,
         metrics=tuple(_metrics(r, m) for (_, r), m in zip(runs, modes, strict=True)),
         stats=tuple(stats),
         changed=tuple(changed),
         diffs=tuple(diffs),
         queries=len(per_query[0]),
-        records=tuple(records or [RunRecord.from_run(r) for _, r in runs]),
+        records=tuple(r for _, r in runs),
         reused=tuple(reused) or (False,) * len(runs),
-        unjudged=tuple(unjudged_share(r, m) for (_, r), m in zip(runs, modes, strict=True)),
-        dataset_hashes=tuple(r.dataset_hash for _, r in runs),
+        unjudged=tuple(r.unjudged_share(m) for (_, r), m in zip(runs, modes, strict=True)),
+        dataset_hashes=tuple(r.dataset.hash for _, r in runs),
     )
 
 
@@ -286,7 +279,7 @@ def compare_configs(
         def evaluator_for(c: EngineConfig) -> Any:
             return evaluator(ws, c)
 
-    runs, modes, records, reused = [], [], [], []
+    runs, modes, reused = [], [], []
     evs = []
     for n, (label, cfg) in enumerate(configs):
         if progress:
@@ -294,7 +287,7 @@ def compare_configs(
         m = mode or cfg.search.mode
         ev = evaluator_for(cfg)
         evs.append(ev)
-        rec: RunRecord | None = None
+        run: RunRecord | None = None
         if ws is not None and reuse:
             key = RunKey(
                 cfg.hash,
@@ -304,18 +297,14 @@ def compare_configs(
                 m,
                 cfg.rerank.provider != "none",
             )
-            rec = find_saved_run(ws.runs_dir, key)
-        reused.append(rec is not None)
-        if rec is not None:
-            run = rec.to_run()
-        else:
+            run = find_saved_run(ws.runs_dir, key)
+        reused.append(run is not None)
+        if run is None:
             run = ev.run(gs, cfg, modes=[m], split=split, **_kb_name(ws))
             run.label = label
             if ws is not None and save:
                 save_run(run, ws.runs_dir)
-            rec = RunRecord.from_run(run)
         runs.append((label, run))
-        records.append(rec)
         modes.append(m)
     caches: dict[int, Any] = {}
     for e in evs:
@@ -326,7 +315,7 @@ def compare_configs(
         cache.save()
     if progress:
         progress(len(configs), len(configs), "done")
-    return compare_runs(runs, modes=modes, records=records, reused=reused)
+    return compare_runs(runs, modes=modes, reused=reused)
 
 
 def _kb_name(ws: Any) -> dict[str, str]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from workbench.eval.evaluate import EvalRun
 from workbench.eval.messages import Message
+from workbench.eval.run_record import RunRecord
 from workbench.tune.dimension import NAMES, WEIGHTS, Dimension
 
 # How a yes / no / not-reported evidence value reads in the rule (Python's words in English).
@@ -40,9 +40,9 @@ def engineering_evidence(engine_stats: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def engineering_dimension(run: EvalRun, engine_stats: Mapping[str, Any]) -> Dimension:
+def engineering_dimension(run: RunRecord, engine_stats: Mapping[str, Any]) -> Dimension:
     ev = engineering_evidence(engine_stats or {})
-    n = len(run.results)
+    n = len(run.queries)
     ev["errors"] = run.errors
     ev["queries"] = n
     err_share = run.errors / n if n else 0.0

@@ -15,7 +15,8 @@ from typing import Any
 from engine.config import EngineConfig
 from engine.errors import EngineError
 from workbench.eval import golden
-from workbench.eval.evaluate import EvalRun, Evaluator
+from workbench.eval.evaluate import Evaluator
+from workbench.eval.run_record import RunRecord
 from workbench.tune import rule as rules
 from workbench.tune.acceptance import Criterion, Decision, decide
 from workbench.tune.experiment_entry import one_line
@@ -27,7 +28,7 @@ from workbench.workspace import Workspace
 RULE = STATISTICAL  # the default when experiments/<kb>/rule.yaml is absent
 
 
-def _with_latency(run: EvalRun, mode: str) -> dict[str, float]:
+def _with_latency(run: RunRecord, mode: str) -> dict[str, float]:
     m = dict(run.means(mode))
     lat = run.latency(mode)
     m["latency_p50"], m["latency_p95"] = lat["p50"], lat["p95"]
@@ -42,7 +43,7 @@ class Scored:
     base_cfg: EngineConfig
     cand_cfg: EngineConfig
     mode: str
-    runs: dict[tuple[str, str], EvalRun]  # ("b" | "c", "tune" | "holdout") -> run
+    runs: dict[tuple[str, str], RunRecord]  # ("b" | "c", "tune" | "holdout") -> run
     decision: Decision
 
 
@@ -74,7 +75,7 @@ def score_candidate(
     return Scored(base_cfg, cand_cfg, mode_b, runs, decision)
 
 
-def same_rankings(runs: Mapping[tuple[str, str], EvalRun], mode: str) -> bool:
+def same_rankings(runs: Mapping[tuple[str, str], RunRecord], mode: str) -> bool:
     """Whether baseline and candidate ranked every query identically on tune and holdout."""
     for split in ("tune", "holdout"):
         b, c = runs.get(("b", split)), runs.get(("c", split))
@@ -93,7 +94,7 @@ def same_rankings(runs: Mapping[tuple[str, str], EvalRun], mode: str) -> bool:
 
 
 def query_moves(
-    base: EvalRun, cand: EvalRun, mode: str, measure: str, n: int = 10
+    base: RunRecord, cand: RunRecord, mode: str, measure: str, n: int = 10
 ) -> dict[str, list[dict[str, Any]]]:
     """The queries the change improved and regressed most on ``measure`` (tune split)."""
     b, c = base.per_query(mode), cand.per_query(mode)
@@ -229,7 +230,7 @@ def _run_locked(
     return result
 
 
-def _rename_mode(run: EvalRun, old: str, new: str) -> EvalRun:
+def _rename_mode(run: RunRecord, old: str, new: str) -> RunRecord:
 
-    results = [replace(r, mode=new) if r.mode == old else r for r in run.results]
-    return replace(run, results=results, modes=tuple(new if m == old else m for m in run.modes))
+    results = [replace(r, mode=new) if r.mode == old else r for r in run.queries]
+    return run.with_queries(results, modes=tuple(new if m == old else m for m in run.modes))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from workbench.eval import golden
-from workbench.eval.evaluate import EvalRun
+from workbench.eval.run_record import RunRecord
 from workbench.tune import rule as rules
 from workbench.tune.acceptance import decide
 from workbench.tune.experiment_store import ExperimentStore
@@ -15,7 +15,7 @@ from workbench.workspace import Workspace
 
 def gate(
     ws: Workspace,
-    current: EvalRun,
+    current: RunRecord,
     rule: AcceptanceRule | None = None,
     *,
     gs: golden.GoldenSet | None = None,

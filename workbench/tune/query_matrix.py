@@ -145,7 +145,7 @@ def build_matrix(
         raise ValueError("one label per run")
     measures = shown("matrix") if measures is None else measures
     modes = list(modes or [r.modes[0] for r in records])
-    by_run = [{q.id: q for q in r.for_mode(m)} for r, m in zip(records, modes, strict=True)]
+    by_run = [{q.item.id: q for q in r.for_mode(m)} for r, m in zip(records, modes, strict=True)]
     rows = []
     for qid, q0 in by_run[0].items():
         qs = [b.get(qid) for b in by_run]
@@ -155,12 +155,12 @@ def build_matrix(
         rows.append(
             QueryRow(
                 qid,
-                q0.query,
+                q0.item.query,
                 {
-                    "difficulty": q0.difficulty,
-                    "category": q0.category,
+                    "difficulty": q0.item.difficulty,
+                    "category": q0.item.category,
                     "language": q0.language,
-                    "split": q0.split,
+                    "split": q0.item.split,
                 },
                 tuple(_values(q, measures) for q in present),
                 tuple(q.first_relevant_rank for q in present),

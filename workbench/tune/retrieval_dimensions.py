@@ -8,8 +8,8 @@ from collections.abc import Mapping, Sequence
 
 from engine.config import EngineConfig
 from workbench.eval.attribution import CAUSES
-from workbench.eval.evaluate import EvalRun
 from workbench.eval.messages import Message
+from workbench.eval.run_record import RunRecord
 from workbench.tune.dimension import (
     NAMES,
     WEIGHTS,
@@ -32,13 +32,13 @@ RERANK_DELTA_BANDS = ((-0.1, 0.0), (0.0, 50.0), (0.1, 100.0))
 RERANK_OFF_SCORE = 50.0  # no reranker: the middle of the band, "neither helps nor hurts"
 
 
-def mode_run(run: EvalRun, mode: str, rerank: bool | None = None) -> EvalRun | None:
+def mode_run(run: RunRecord, mode: str, rerank: bool | None = None) -> RunRecord | None:
     if mode in run.modes and (rerank is None or run.rerank == rerank) and run.for_mode(mode):
         return run
     return None
 
 
-def recall_fixes(run: EvalRun, mode: str, cfg: EngineConfig) -> list[Change]:
+def recall_fixes(run: RunRecord, mode: str, cfg: EngineConfig) -> list[Change]:
     """Candidate changes for low recall, led by the commonest stage-attribution cause."""
     causes = Counter({c: len(ids) for c, ids in run.failures(mode).items()})
     top = causes.most_common(1)[0][0] if causes else None
@@ -59,9 +59,9 @@ def recall_fixes(run: EvalRun, mode: str, cfg: EngineConfig) -> list[Change]:
         vec = bm = 0
         for r in run.for_mode(mode):
             for a in r.attribution:
-                if a["cause"] == "dropped_by_fusion":
-                    vec += (a.get("vector_rank") or 10**9) <= 5
-                    bm += (a.get("bm25_rank") or 10**9) <= 5
+                if a.cause == "dropped_by_fusion":
+                    vec += (a.vector_rank or 10**9) <= 5
+                    bm += (a.bm25_rank or 10**9) <= 5
         if bm >= vec:
             first = (
                 {"fusion.bm25_weight": round(bw * 2, 4)},
@@ -99,7 +99,7 @@ def metric_dimension(
     key: str,
     metric: str,
     bands: Sequence[tuple[float, float]],
-    run: EvalRun,
+    run: RunRecord,
     mode: str,
     fixes: list[Change],
 ) -> Dimension:
@@ -129,7 +129,9 @@ def metric_dimension(
     )
 
 
-def embedding_dimension(run: EvalRun, extra: Mapping[str, EvalRun], cfg: EngineConfig) -> Dimension:
+def embedding_dimension(
+    run: RunRecord, extra: Mapping[str, RunRecord], cfg: EngineConfig
+) -> Dimension:
     """vector-only recall@5 / hybrid recall@5, both without rerank."""
     formula = Message(
         "ratio = recall@5(vector only) / recall@5(hybrid), both without rerank; {bands}; "
@@ -196,7 +198,7 @@ def embedding_dimension(run: EvalRun, extra: Mapping[str, EvalRun], cfg: EngineC
     )
 
 
-def rerank_dimension(run: EvalRun, mode: str, extra: Mapping[str, EvalRun]) -> Dimension:
+def rerank_dimension(run: RunRecord, mode: str, extra: Mapping[str, RunRecord]) -> Dimension:
     cfg = run.config
     formula = Message(
         "d = mean of (delta recall@5, delta MRR), rerank on minus off on the same queries; "

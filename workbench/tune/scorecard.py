@@ -15,8 +15,8 @@ from typing import Any
 
 from engine.config import EngineConfig
 from workbench.eval import golden
-from workbench.eval.evaluate import EvalRun
 from workbench.eval.messages import Message, Translate
+from workbench.eval.run_record import RunRecord
 from workbench.tune.architecture_dimension import architecture_dimension
 from workbench.tune.corpus_dimensions import chunking_dimension, coverage_dimension
 from workbench.tune.dimension import Change, Dimension
@@ -80,12 +80,12 @@ class Scorecard:
 
 
 def build_scorecard(
-    run: EvalRun,
+    run: RunRecord,
     *,
     kb: Any,
     gs: golden.GoldenSet | None,
     engine_stats: Mapping[str, Any] | None = None,
-    extra_runs: Mapping[str, EvalRun] | None = None,
+    extra_runs: Mapping[str, RunRecord] | None = None,
     history: Sequence[Mapping[str, Any]] = (),
     llm_configured: bool = False,
 ) -> Scorecard:
@@ -148,7 +148,7 @@ def build_scorecard(
 def compute_scorecard(
     ws: Any,
     cfg: EngineConfig,
-    run: EvalRun | None = None,
+    run: RunRecord | None = None,
     progress: ProgressFn | None = None,
     *,
     evaluator_for: Callable[[EngineConfig], Any] | None = None,
@@ -182,10 +182,10 @@ def compute_scorecard(
     rcfg = run.config
     mode = run.modes[0]
     ids = [r.item.id for r in run.for_mode(mode)]
-    extra: dict[str, EvalRun] = {}
+    extra: dict[str, RunRecord] = {}
     rev = ev if rcfg.hash == cfg.hash else evaluator_for(rcfg)
 
-    def sub(m: str) -> EvalRun:
+    def sub(m: str) -> RunRecord:
         return rev.run(gs, rcfg, modes=[m], rerank=False, split=run.split, item_ids=ids)
 
     if mode_run(run, "vector", False) is None:

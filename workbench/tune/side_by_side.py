@@ -97,7 +97,7 @@ def _node_text(kb: Any, nid: str) -> tuple[str, str, str | None]:
 
 
 def _query(rec: RunRecord, mode: str, qid: str) -> QueryRecord:
-    q = next((x for x in rec.for_mode(mode) if x.id == qid), None)
+    q = next((x for x in rec.for_mode(mode) if x.item.id == qid), None)
     if q is None:
         raise KeyError(f"query {qid!r} is not in run {rec.run_id} ({mode})")
     return q
@@ -133,7 +133,7 @@ def side_by_side(
 
     columns = []
     for i, (rec, lab, q) in enumerate(zip(records, labels, queries, strict=True)):
-        rel = set(q.relevant)
+        rel = set(q.item.relevant)
         entries = []
         for rank, x in enumerate(q.ranked[:k], 1):
             before = ref_rank.get(x.node_id)
@@ -146,12 +146,13 @@ def side_by_side(
                     crumb,
                     x.node_id in rel,
                     0 if i == 0 else (None if before is None else before - rank),
-                    snip(x.node_id, q.query),
+                    snip(x.node_id, q.item.query),
                 )
             )
         ranks = {x.node_id: n for n, x in enumerate(q.ranked, 1)}
         gold = tuple(
-            GoldFate(nid, text(nid)[0], ranks.get(nid), gold_fate(q, nid)) for nid in q.relevant
+            GoldFate(nid, text(nid)[0], ranks.get(nid), gold_fate(q, nid))
+            for nid in q.item.relevant
         )
         columns.append(RankedColumn(lab, rec.run_id, dict(q.metrics), tuple(entries), gold))
-    return SideBySide(qid, queries[0].query, tuple(columns))
+    return SideBySide(qid, queries[0].item.query, tuple(columns))

@@ -128,15 +128,14 @@ def select(specs: Sequence[ParamSpec], keys: Sequence[str]) -> tuple[ParamSpec, 
 
 def health_of(ws: Workspace, gs: GoldenSet) -> GoldenHealth:
     """The set's health from this KB's saved runs and experiment log (CLI and UI)."""
-    from workbench.eval.evaluate import list_runs
     from workbench.eval.record_schema import RunRecordError
-    from workbench.eval.run_record import load_run_record
+    from workbench.eval.run_record import list_runs, load_run_record
     from workbench.tune.experiment_store import ExperimentStore
 
     runs = []
     for path in list_runs(ws.runs_dir):
         try:
-            runs.append(load_run_record(path).to_run())
+            runs.append(load_run_record(path))
         except RunRecordError:
             continue  # a damaged record is `wikirag eval`'s to report, not the health's
     records = ExperimentStore(ws.experiments).load_records()

@@ -17,9 +17,9 @@ from typing import Any
 from engine.config import EngineConfig
 from engine.errors import ConfigError
 from engine.yaml_safe import refuse_aliases, safe_load
-from workbench.eval.evaluate import EvalRun
 from workbench.eval.golden import GoldenSet
 from workbench.eval.measures import shown
+from workbench.eval.run_record import RunRecord
 
 # Latency differences below this share of the median p95 (and below 1 ms) are noise: on the
 # 2-core machines here, identical configs measured p50 4.2-4.9 ms apart run to run (~15%).
@@ -224,7 +224,7 @@ def best_index(points: Sequence[SweepPoint], measure: str = "recall@5") -> int:
     return order[0]
 
 
-def _point(values: dict[str, Any], cfg: EngineConfig, mode: str, tune: EvalRun, hold: EvalRun):
+def _point(values: dict[str, Any], cfg: EngineConfig, mode: str, tune: RunRecord, hold: RunRecord):
     lat = tune.latency(mode)
     tm, hm = tune.means(mode), hold.means(mode)
     return SweepPoint(

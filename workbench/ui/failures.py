@@ -89,14 +89,16 @@ def failure_analysis(record: RunRecord, mode: str, kb: Any) -> None:
                 "missing": st.column_config.NumberColumn(t("gold missing"), format="%d"),
             },
         )
-    ids = [r.id for r in rows] + [q.id for q in queries if q.id not in {r.id for r in rows}]
+    ids = [r.id for r in rows] + [
+        q.item.id for q in queries if q.item.id not in {r.id for r in rows}
+    ]
     if not ids:
         return
-    by_id = {q.id: q for q in queries}
+    by_id = {q.item.id: q for q in queries}
     qid = ui.query_picker(
         ids,
         state.EVAL_DRILL,
-        lambda i: f"{i} · {by_id[i].query}" if i in by_id else i,
+        lambda i: f"{i} · {by_id[i].item.query}" if i in by_id else i,
         picked=picked_id,
     )
     query_story(A.story(record, mode, qid), kb)
@@ -105,10 +107,10 @@ def failure_analysis(record: RunRecord, mode: str, kb: Any) -> None:
             pd.DataFrame(
                 [
                     {
-                        "id": q.id,
-                        t("query"): q.query,
-                        t("difficulty"): t(q.difficulty),
-                        t("category"): q.category,
+                        "id": q.item.id,
+                        t("query"): q.item.query,
+                        t("difficulty"): t(q.item.difficulty),
+                        t("category"): q.item.category,
                         "recall@5": q.metrics.get("recall@5", 0.0),
                         "mrr": q.metrics.get("mrr", 0.0),
                         t("cause"): t(CAUSES.get(q.cause, "")) if q.cause else "",

@@ -16,8 +16,9 @@ import streamlit as st
 from engine.config import EngineConfig
 from workbench.eval import judgments as J
 from workbench.eval.golden import GoldenSet
+from workbench.eval.run_record import UNJUDGED_K
 from workbench.eval.snippets import snippet
-from workbench.eval.unjudged import UNJUDGED_K, WARN_SHARE, rating_queue, rescored, unjudged_share
+from workbench.eval.unjudged import WARN_SHARE, rating_queue, rescored
 from workbench.ui import components as ui
 from workbench.ui import resources, state
 from workbench.ui.i18n import t
@@ -114,7 +115,7 @@ def render(ws: Workspace, gs: GoldenSet, kb: Any) -> None:
     for col, (label, run) in zip(cols, runs.items(), strict=True):
         now = rescored(run, gs)
         mode = now.modes[0]
-        share = unjudged_share(now, mode, gs)
+        share = now.unjudged_share(mode, gs)
         col.metric(t("{config}: nDCG@10", config=label), f"{now.means(mode).get('ndcg@10', 0):.3f}")
         col.metric(t("{config}: unjudged in top 10", config=label), f"{share:.1%}")
         if share > WARN_SHARE:

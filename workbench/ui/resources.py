@@ -21,8 +21,8 @@ from engine.config import EngineConfig
 from engine.tree import markdown_files, parse_kb
 from workbench.eval import golden, judgments
 from workbench.eval.engines import EngineCache
-from workbench.eval.evaluate import Evaluator, list_runs
-from workbench.eval.run_record import RunRecord, load_run_record
+from workbench.eval.evaluate import Evaluator
+from workbench.eval.run_record import RunRecord, list_runs, load_run_record
 from workbench.eval.saved_runs import saved_run_name
 from workbench.tune.experiment_store import ExperimentStore
 from workbench.workspace import Workspace, resolve

@@ -46,7 +46,7 @@ def _options(ws: Workspace) -> dict[str, dict[str, dict[str, Any]]]:
     runs = {}
     for path in resources.run_paths(ws)[:30]:
         rec = resources.run_record(path)
-        runs[path.stem] = {"__run__": rec.config()}
+        runs[path.stem] = {"__run__": rec.config}
     return {CATALOG_PICK: catalog, EXPERIMENT: experiments, RUN: runs}
 
 

@@ -6,7 +6,7 @@ import streamlit as st
 
 from engine.config import SEARCH_MODES
 from workbench.eval import golden
-from workbench.eval.evaluate import save_run
+from workbench.eval.run_record import save_run
 from workbench.ui import charts, resources, state
 from workbench.ui import components as ui
 from workbench.ui.failures import failure_analysis
@@ -86,7 +86,7 @@ with ui.guarded(t("Evaluate")):
             st.success(
                 t(
                     "{n} rankings in {s}s (cache {hits} hits / {misses} misses) · saved {name}",
-                    n=len(run.results),
+                    n=len(run.queries),
                     s=f"{run.seconds:.1f}",
                     hits=run.cache_hits,
                     misses=run.cache_misses,
