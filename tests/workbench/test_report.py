@@ -210,7 +210,7 @@ def test_a_report_in_chinese_carries_its_scorecard_in_chinese():
 
     run = _run()
     card = build_scorecard(run, kb=None, gs=None, engine_stats={})
-    english = build_report(None, RunRecord.from_run(run), scorecard=card, log_records=LOG)
+    english = build_report(None, run, scorecard=card, log_records=LOG)
     chinese = replace(english, scorecard=card.to_dict(tr))
     md = render_markdown(chinese, translate=tr)
     section = scorecard_markdown(card.to_dict(tr), heading="###", translate=tr)
