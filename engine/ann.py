@@ -10,9 +10,10 @@ index built under older choices keeps the budget it was measured at.
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
+
+from engine.store import ChapterTable
 
 # Approximate vector index (IVF_PQ, cosine) for big tables; chosen and tuned by measurement
 # (docs/benchmarks.md, "Scale"). A query probes ANN_PROBE_SHARE of the partitions (at least
@@ -85,7 +86,7 @@ def ann_partitions(rows: int) -> int:
     return max(1, min(int(rows**0.5) // ANN_PARTITION_SQRT_DIVISOR, rows // 256))
 
 
-def create_vector_index(tbl: Any, rows: int, dims: int) -> str:
+def create_vector_index(tbl: ChapterTable, rows: int, dims: int) -> str:
     """Build the approximate vector index on ``tbl``; returns its description."""
     partitions = ann_partitions(rows)
     sub = ann_sub_vectors(dims)
@@ -97,7 +98,7 @@ def create_vector_index(tbl: Any, rows: int, dims: int) -> str:
 
 
 def ann_search(
-    tbl: Any,
+    tbl: ChapterTable,
     vector: np.ndarray,
     k: int,
     nprobes: int = ANN_MIN_NPROBES,

@@ -16,7 +16,6 @@ import json
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import orjson
@@ -45,7 +44,7 @@ from engine.sparse_counts import (
     read_counts_payload,
     write_counts_payload,
 )
-from engine.store import Location, Store, sql_str
+from engine.store import ChapterTable, Location, Store, sql_str
 from engine.term_counts import LexicalCounts, aligned
 from engine.types import Embedder, ProgressFn
 
@@ -70,13 +69,13 @@ class DeltaCounts:
     delta: CountsDelta
 
 
-def stored_title_terms(tbl: Any, ids: Sequence[str]) -> Counter[str]:
+def stored_title_terms(tbl: ChapterTable, ids: Sequence[str]) -> Counter[str]:
     """Title/keyword term row counts of the stored rows ``ids`` (before they change)."""
     return stored_terms(tbl, ids, ())[0]
 
 
 def stored_terms(
-    tbl: Any, ids: Sequence[str], df_ids: Sequence[str]
+    tbl: ChapterTable, ids: Sequence[str], df_ids: Sequence[str]
 ) -> tuple[Counter[str], Counter[str]]:
     """(title/keyword term row counts of the stored rows ``ids``, document frequency of the
     terms of those of them in ``df_ids``), read before the rows change."""

@@ -62,7 +62,7 @@ from engine.manifest import require_manifest as require_manifest
 from engine.rows import embed_text as embed_text  # re-exported: callers import it from here
 from engine.rows import lexical_text as lexical_text
 from engine.rows import summary_key
-from engine.store import PASSAGES, TABLE_PREFIX, Location, Store
+from engine.store import PASSAGES, TABLE_PREFIX, ChapterTable, Location, Store
 from engine.table_write import ROW_BATCH as ROW_BATCH  # engine/ray_build.py reads it here
 from engine.table_write import write_full, write_incremental
 from engine.term_counts import LexicalCounts, patched
@@ -196,7 +196,7 @@ def previous_manifest(
 
 def commit_build(
     loc: Location,
-    tbl: Any,
+    tbl: ChapterTable,
     table_name: str,
     cfg: EngineConfig,
     embedder: Embedder,

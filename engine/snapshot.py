@@ -37,6 +37,7 @@ from engine.sparse_counts import aligned_counts
 from engine.store import (
     META_COLUMNS,
     PASSAGES,
+    ChapterTable,
     Location,
     Store,
     filter_sql,
@@ -74,7 +75,7 @@ class IndexSnapshot:
     passage_starts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     row_of: dict[str, int] = field(init=False)
     _bm25: dict[tuple[object, ...], BM25Index] = field(default_factory=dict, init=False, repr=False)
-    _table: Any = field(default=None, init=False, repr=False)
+    _table: ChapterTable | None = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -156,7 +157,7 @@ class IndexSnapshot:
                 return kept[:n]
             want = min(self.rows, want * 2)
 
-    def _lance_table(self) -> Any:
+    def _lance_table(self) -> ChapterTable:
         with self._lock:
             if self._table is None:
                 self._table = self.store.open_table(self.manifest.table, self.manifest.version)
@@ -270,7 +271,7 @@ def _str_column(col: pa.ChunkedArray, idx: np.ndarray) -> np.ndarray:
     return np.array([v or "" for v in values], dtype=str)
 
 
-def _unit_vectors(tbl: Any, ids: list[str]) -> np.ndarray:
+def _unit_vectors(tbl: ChapterTable, ids: list[str]) -> np.ndarray:
     """The vector column in ``ids`` order, rows scaled to unit length (zero rows stay zero).
 
     Streamed in batches into one preallocated matrix: reading the whole column first held
@@ -299,7 +300,7 @@ def _unit_vectors(tbl: Any, ids: list[str]) -> np.ndarray:
     return vectors
 
 
-def _passage_vectors(tbl: Any, ids: list[str]) -> dict[str, np.ndarray] | None:
+def _passage_vectors(tbl: ChapterTable, ids: list[str]) -> dict[str, np.ndarray] | None:
     """The snapshot's passage fields from the passage column (None: no passages stored).
 
     With an approximate vector index (big tables) passages are not searched: that index
@@ -326,7 +327,7 @@ def _passage_vectors(tbl: Any, ids: list[str]) -> dict[str, np.ndarray] | None:
     return {"passages": mats, "passage_rows": rows, "passage_starts": starts}
 
 
-def _load_lexical(loc: Location, m: Manifest, ids: list[str], tbl: Any) -> SparseBM25:
+def _load_lexical(loc: Location, m: Manifest, ids: list[str], tbl: ChapterTable) -> SparseBM25:
     if m.lexical_delta_file:  # the base with the rows changed since merged in
         full = current_counts(loc, m)
         if full is not None and full.ids == ids:

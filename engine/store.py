@@ -14,7 +14,7 @@ import contextlib
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Protocol
 from urllib.parse import urlparse
 
 import lancedb
@@ -46,6 +46,38 @@ META_COLUMNS = (
     "content_hash",
     "row_hash",
 )
+
+
+class ChapterTable(Protocol):
+    """The LanceDB table operations the engine uses (``lancedb.table.Table`` has them all).
+
+    Query builders stay ``Any``: their chain (``where``, ``select``, ``nprobes``, ...) differs
+    between LanceDB's vector, full-text and plain queries, and the engine calls few of them.
+    """
+
+    @property
+    def schema(self) -> pa.Schema: ...
+
+    @property
+    def version(self) -> int: ...
+
+    def checkout(self, version: int) -> None: ...
+
+    def restore(self, version: int | None = None) -> None: ...
+
+    def count_rows(self, filter: str | None = None) -> int: ...
+
+    def add(self, data: pa.Table) -> object: ...
+
+    def merge_insert(self, on: str) -> Any: ...
+
+    def delete(self, where: str) -> object: ...
+
+    def create_index(self, column: str, /, *, config: Any, replace: bool = True) -> None: ...
+
+    def search(
+        self, query: np.ndarray | None = None, vector_column_name: str | None = None
+    ) -> Any: ...
 
 
 def chapter_schema(dims: int) -> pa.Schema:
@@ -243,10 +275,10 @@ class Store:
             if not token:
                 return sorted(names)
 
-    def create_table(self, name: str, dims: int) -> Any:
+    def create_table(self, name: str, dims: int) -> ChapterTable:
         return self.db.create_table(name, schema=chapter_schema(dims))
 
-    def open_table(self, name: str, version: int | None = None) -> Any:
+    def open_table(self, name: str, version: int | None = None) -> ChapterTable:
         tbl = self.db.open_table(name)
         if version is not None and tbl.version != version:
             tbl.checkout(version)
@@ -257,12 +289,12 @@ class Store:
         self.db.drop_table(name, ignore_missing=True)  # type: ignore[call-arg]
 
     @staticmethod
-    def add(tbl: Any, rows: Sequence[Mapping[str, Any]]) -> None:
+    def add(tbl: ChapterTable, rows: Sequence[Mapping[str, Any]]) -> None:
         if rows:
             tbl.add(_to_arrow(rows, tbl.schema))
 
     @staticmethod
-    def upsert(tbl: Any, rows: Sequence[Mapping[str, Any]]) -> None:
+    def upsert(tbl: ChapterTable, rows: Sequence[Mapping[str, Any]]) -> None:
         """Insert new ids, replace existing ones (merge_insert on "id")."""
         if rows:
             (
@@ -274,7 +306,7 @@ class Store:
 
     @staticmethod
     def add_columns(
-        tbl: Any,
+        tbl: ChapterTable,
         columns: pa.Table,
         vectors: np.ndarray,
         passages: Sequence[np.ndarray] | None = None,
@@ -286,7 +318,7 @@ class Store:
 
     @staticmethod
     def upsert_columns(
-        tbl: Any,
+        tbl: ChapterTable,
         columns: pa.Table,
         vectors: np.ndarray,
         passages: Sequence[np.ndarray] | None = None,
@@ -301,13 +333,15 @@ class Store:
             )
 
     @staticmethod
-    def delete_ids(tbl: Any, ids: Iterable[str], chunk: int = 500) -> None:
+    def delete_ids(tbl: ChapterTable, ids: Iterable[str], chunk: int = 500) -> None:
         todo = list(ids)
         for start in range(0, len(todo), chunk):
             tbl.delete(f"id IN ({', '.join(sql_str(i) for i in todo[start : start + chunk])})")
 
     @staticmethod
-    def read(tbl: Any, columns: Sequence[str] | None = None, where: str | None = None) -> pa.Table:
+    def read(
+        tbl: ChapterTable, columns: Sequence[str] | None = None, where: str | None = None
+    ) -> pa.Table:
         """Rows of the (checked-out) table version, all or the ``columns`` named."""
         q = tbl.search()
         if where:
@@ -317,7 +351,9 @@ class Store:
         return q.limit(None).to_arrow()
 
     @staticmethod
-    def read_batches(tbl: Any, columns: Sequence[str], batch_rows: int) -> Iterator[pa.RecordBatch]:
+    def read_batches(
+        tbl: ChapterTable, columns: Sequence[str], batch_rows: int
+    ) -> Iterator[pa.RecordBatch]:
         """``read``'s rows as a stream of record batches (at most ``batch_rows`` each), for
         columns too large to hold twice."""
         reader = tbl.search().select(list(columns)).limit(None).to_batches(batch_rows)
@@ -325,7 +361,7 @@ class Store:
 
     @staticmethod
     def vector_search(
-        tbl: Any, vector: np.ndarray, k: int, where: str | None = None
+        tbl: ChapterTable, vector: np.ndarray, k: int, where: str | None = None
     ) -> list[tuple[str, float]]:
         """Exact (flat) cosine search in LanceDB: (id, cosine similarity), best first."""
         if k <= 0:

@@ -12,7 +12,6 @@ import os
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future
-from typing import Any
 
 import numpy as np
 
@@ -21,7 +20,7 @@ from engine.config import EngineConfig
 from engine.hash_tables import NodeHashes
 from engine.index_plan import UpdatePlan
 from engine.rows import RowBatch, build_rows, summary_key
-from engine.store import PASSAGES, Store, passages_of, sql_str, vectors_of
+from engine.store import PASSAGES, ChapterTable, Store, passages_of, sql_str, vectors_of
 from engine.term_counts import CountsBuilder, LexicalCounts
 from engine.tokenizer import warm_up
 from engine.types import Embedder, ProgressFn
@@ -92,7 +91,7 @@ def row_batches(
 
 
 def write_full(
-    tbl: Any,
+    tbl: ChapterTable,
     kb: KnowledgeBase,
     cfg: EngineConfig,
     embedder: Embedder,
@@ -148,7 +147,7 @@ def embed_passages(
 
 
 def write_incremental(
-    tbl: Any,
+    tbl: ChapterTable,
     kb: KnowledgeBase,
     cfg: EngineConfig,
     embedder: Embedder,
