@@ -95,7 +95,8 @@ def scorecard_markdown(
         out.append(tr(Message("None: every dimension scores 100.")))
     out += ["", f"{heading}# " + tr(Message("Evidence and formulas")), ""]
     for d in card["dimensions"]:
-        ev = ", ".join(f"{k}={_fmt(v)}" for k, v in d["evidence"].items())
+        # Keys are identifiers (as in --json), set as code so no language reads them as prose.
+        ev = ", ".join(f"`{k}`={md_cell(_fmt(v))}" for k, v in d["evidence"].items())
         out.append(
             tr(
                 Message(
