@@ -127,7 +127,20 @@ def _tables(report: Report, tr: Translate = _same) -> dict[str, Any]:
         [[m, *(f"{means.get(f'{m}@{k}', 0.0):.3f}" for k in KS)] for m in DEFAULT_FAMILIES],
         frozenset(range(1, len(KS) + 1)),
     )
-    results_table = Table(
+    return {
+        "cards": cards,
+        "metric_table": metric_table,
+        "results_table": _results_table(report, tr),
+        "category_tables": _category_tables(report, tr),
+        "failure_tables": _failure_tables(report, tr),
+        "optimization_table": _optimization_table(report, tr),
+        "scorecard_table": _scorecard_table(report, tr),
+    }
+
+
+def _results_table(report: Report, tr: Translate) -> Table:
+    """One row per query: its labels, scores and the cause of a miss."""
+    return Table(
         [
             tr(h)
             for h in (
@@ -157,7 +170,11 @@ def _tables(report: Report, tr: Translate = _same) -> dict[str, Any]:
         ],
         frozenset({4, 5, 6}),
     )
-    category_tables = [
+
+
+def _category_tables(report: Report, tr: Translate) -> list[tuple[str, Table]]:
+    """A (title, table) per breakdown of the means (by difficulty, category, ...)."""
+    return [
         (
             tr(BY[by]) if by in BY else tr("By {by}").format(by=by),
             Table(
@@ -175,7 +192,11 @@ def _tables(report: Report, tr: Translate = _same) -> dict[str, Any]:
         )
         for by, groups in report.breakdowns.items()
     ]
-    failure_tables = [
+
+
+def _failure_tables(report: Report, tr: Translate) -> list[tuple[Any, int, Table]]:
+    """A (label, count, table of queries) per failure cause."""
+    return [
         (
             _word(tr, f["label"]),
             len(f["queries"]),
@@ -183,7 +204,11 @@ def _tables(report: Report, tr: Translate = _same) -> dict[str, Any]:
         )
         for f in report.failures
     ]
-    optimization_table = (
+
+
+def _optimization_table(report: Report, tr: Translate) -> Table | None:
+    """The experiment log, one row per decision; None without experiments."""
+    return (
         Table(
             [
                 "#",
@@ -217,8 +242,12 @@ def _tables(report: Report, tr: Translate = _same) -> dict[str, Any]:
         if report.optimizations
         else None
     )
+
+
+def _scorecard_table(report: Report, tr: Translate) -> Table | None:
+    """The scorecard's dimensions with rule, formula and raw evidence; None without one."""
     card = report.scorecard
-    scorecard_table = (
+    return (
         Table(
             [
                 tr(h)
@@ -241,12 +270,3 @@ def _tables(report: Report, tr: Translate = _same) -> dict[str, Any]:
         if card
         else None
     )
-    return {
-        "cards": cards,
-        "metric_table": metric_table,
-        "results_table": results_table,
-        "category_tables": category_tables,
-        "failure_tables": failure_tables,
-        "optimization_table": optimization_table,
-        "scorecard_table": scorecard_table,
-    }

@@ -15,7 +15,7 @@ from typing import Any
 from engine.credentials import redact_urls
 from workbench.eval.attribution import CAUSES
 from workbench.eval.messages import Message, Translate
-from workbench.eval.run_record import RunRecord
+from workbench.eval.run_record import ModeSummary, QueryRecord, RunRecord
 from workbench.eval.unjudged import share_message
 from workbench.tune.experiment_history import trajectory
 from workbench.tune.experiment_store import ExperimentStore
@@ -137,49 +137,9 @@ def build_report(
     if log_records is None:
         log_records = ExperimentStore(ws.experiments).load_records() if ws is not None else []
     records = [dict(r) for r in log_records]
-    rows = []
-    for q in record.for_mode(mode):
-        m = q.metrics
-        rows.append(
-            {
-                "id": q.item.id,
-                "query": q.item.query,
-                "difficulty": q.item.difficulty,
-                "category": q.item.category,
-                "language": q.language,
-                "split": q.item.split,
-                # A measure an older run did not compute reads as 0 (metrics are open-ended).
-                "recall@5": float(m.get("recall@5", 0.0)),
-                "mrr": float(m.get("mrr", 0.0)),
-                "hit@5": float(m.get("hit@5", 0.0)),
-                "ndcg@10": float(m.get("ndcg@10", 0.0)),
-                "first_relevant_rank": q.first_relevant_rank,
-                "cause": q.cause or "",
-                "latency_ms": float(q.latency_ms),
-                "relevant": " ".join(q.item.relevant),
-                "top5": " ".join(q.top(5)),
-                "error": q.error or "",
-            }
-        )
-    breakdowns: dict[str, dict[str, dict[str, float]]] = {}
-    for by in ("difficulty", "category", "language"):
-        groups = {g: dict(v) for g, v in summ.breakdown(by).items()}
-        if by == "difficulty":  # easy, medium, hard first; anything else after
-            order = {d: n for n, d in enumerate(("easy", "medium", "hard"))}
-            groups = dict(sorted(groups.items(), key=lambda kv: (order.get(kv[0], 3), kv[0])))
-        counts: dict[str, int] = {}
-        for r in rows:
-            counts[str(r[by])] = counts.get(str(r[by]), 0) + 1
-        breakdowns[by] = {g: {**v, "n": counts.get(g, 0)} for g, v in groups.items()}
-    by_id = {r["id"]: r for r in rows}
-    failures = [
-        {
-            "cause": cause,
-            "label": CAUSES.get(cause, cause),
-            "queries": [{"id": i, "query": by_id.get(i, {}).get("query", "")} for i in ids],
-        }
-        for cause, ids in summ.failures.items()
-    ]
+    rows = [_query_row(q) for q in record.for_mode(mode)]
+    breakdowns = _breakdowns(summ, rows)
+    failures = _failures(summ, rows)
     card = scorecard.to_dict() if hasattr(scorecard, "to_dict") else scorecard
     notes: list[Message] = []
     if record.errors:
@@ -222,6 +182,60 @@ def build_report(
         notes=[n.render() for n in notes],
         study=_latest_study(ws),
     )
+
+
+def _query_row(q: QueryRecord) -> dict[str, Any]:
+    """One query of the run as the report's results table shows it."""
+    m = q.metrics
+    return {
+        "id": q.item.id,
+        "query": q.item.query,
+        "difficulty": q.item.difficulty,
+        "category": q.item.category,
+        "language": q.language,
+        "split": q.item.split,
+        # A measure an older run did not compute reads as 0 (metrics are open-ended).
+        "recall@5": float(m.get("recall@5", 0.0)),
+        "mrr": float(m.get("mrr", 0.0)),
+        "hit@5": float(m.get("hit@5", 0.0)),
+        "ndcg@10": float(m.get("ndcg@10", 0.0)),
+        "first_relevant_rank": q.first_relevant_rank,
+        "cause": q.cause or "",
+        "latency_ms": float(q.latency_ms),
+        "relevant": " ".join(q.item.relevant),
+        "top5": " ".join(q.top(5)),
+        "error": q.error or "",
+    }
+
+
+def _breakdowns(
+    summ: ModeSummary, rows: Sequence[Mapping[str, Any]]
+) -> dict[str, dict[str, dict[str, float]]]:
+    """The means by difficulty, category and language, each group with its query count."""
+    breakdowns: dict[str, dict[str, dict[str, float]]] = {}
+    for by in ("difficulty", "category", "language"):
+        groups = {g: dict(v) for g, v in summ.breakdown(by).items()}
+        if by == "difficulty":  # easy, medium, hard first; anything else after
+            order = {d: n for n, d in enumerate(("easy", "medium", "hard"))}
+            groups = dict(sorted(groups.items(), key=lambda kv: (order.get(kv[0], 3), kv[0])))
+        counts: dict[str, int] = {}
+        for r in rows:
+            counts[str(r[by])] = counts.get(str(r[by]), 0) + 1
+        breakdowns[by] = {g: {**v, "n": counts.get(g, 0)} for g, v in groups.items()}
+    return breakdowns
+
+
+def _failures(summ: ModeSummary, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Each failure cause with its label and the queries it explains."""
+    by_id = {r["id"]: r for r in rows}
+    return [
+        {
+            "cause": cause,
+            "label": CAUSES.get(cause, cause),
+            "queries": [{"id": i, "query": by_id.get(i, {}).get("query", "")} for i in ids],
+        }
+        for cause, ids in summ.failures.items()
+    ]
 
 
 def _recommendations(card: Mapping[str, Any] | None) -> list[dict[str, Any]]:

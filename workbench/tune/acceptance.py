@@ -240,29 +240,7 @@ def _statistical(
             )
         )
     if rule.slice_by:
-        worst = min(tests, key=lambda t: (t.p_adjusted, t.delta), default=None)
-        if worst is None:
-            detail = DETAILS["no_slice"].format(
-                fields=", ".join(rule.slice_by), size=rule.min_slice_size
-            )
-        else:
-            detail = DETAILS["worst_slice"].format(
-                slice=worst.slice,
-                delta=f"{worst.delta:+.4f}",
-                size=worst.size,
-                p=_p(worst.p_value),
-                slices=len(tests),
-                correction=CORRECTIONS[rule.correction],
-            )
-        crit.append(
-            Criterion(
-                NAMES["worst_slice"],
-                worst.p_adjusted if worst else math.nan,
-                f">= {alpha:g}",
-                worst is None or worst.p_adjusted >= alpha,
-                detail,
-            )
-        )
+        crit.append(_worst_slice(rule, tests))
     crit.append(_latency(rule, lat))
     if rule.holdout_check:
         if hold is None:
@@ -288,6 +266,32 @@ def _statistical(
                 )
             )
     return crit
+
+
+def _worst_slice(rule: AcceptanceRule, tests: list[SliceTest]) -> Criterion:
+    """The slice where the change looks worst, its p-value corrected for the slices tried."""
+    alpha = rule.alpha
+    worst = min(tests, key=lambda t: (t.p_adjusted, t.delta), default=None)
+    if worst is None:
+        detail = DETAILS["no_slice"].format(
+            fields=", ".join(rule.slice_by), size=rule.min_slice_size
+        )
+    else:
+        detail = DETAILS["worst_slice"].format(
+            slice=worst.slice,
+            delta=f"{worst.delta:+.4f}",
+            size=worst.size,
+            p=_p(worst.p_value),
+            slices=len(tests),
+            correction=CORRECTIONS[rule.correction],
+        )
+    return Criterion(
+        NAMES["worst_slice"],
+        worst.p_adjusted if worst else math.nan,
+        f">= {alpha:g}",
+        worst is None or worst.p_adjusted >= alpha,
+        detail,
+    )
 
 
 def _p(p: float) -> str:

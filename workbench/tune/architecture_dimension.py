@@ -107,7 +107,6 @@ def architecture_dimension(
     be measured (a reranker never tried, summaries without an LLM) is left out of the
     score and said so in the evidence.
     """
-    extra = dict(extra or {})
     mode = run.modes[0] if run is not None and run.modes else cfg.search.mode
     rerank_on = cfg.rerank.provider != "none"
     on = {
@@ -117,32 +116,85 @@ def architecture_dimension(
         "injection": cfg.injection.enabled and rerank_on,
         "summaries": cfg.index.use_summaries,
     }
-    # effect = (metric with the capability) - (metric without it); None: not measured
-    effect: dict[str, float | None] = dict.fromkeys(on)
+    effect, source = _ablation_effects(run, mode, on, dict(extra or {}))
+    _log_effects(effect, source, history)
+    earned, possible, verdict = _verdicts(kb, on, effect, source)
+    score = 100.0 * earned / possible if possible else RERANK_OFF_SCORE
+    cands = _candidates(on, effect)
+    unmeasured = [c for c in on if effect.get(c) is None and c != "filters"]
+    return Dimension(
+        "architecture",
+        NAMES["architecture"],
+        WEIGHTS["architecture"],
+        round(score, 1),
+        {
+            **{c: verdict[c] for c in ARCH_POINTS},
+            "mode": cfg.search.mode,
+            "measure": ABLATION_MEASURE,
+        },
+        _formula(),
+        Message(
+            "{verdicts} -> {score}",
+            {
+                "verdicts": join(
+                    [
+                        Message(
+                            "{capability}: {verdict}",
+                            {"capability": CAPABILITY_NAMES[c], "verdict": verdict[c]},
+                        )
+                        for c in ARCH_POINTS
+                        if c not in unmeasured
+                    ]
+                ),
+                "score": f"{score:.0f}",
+            },
+        ),
+        first_change(cfg, cands) if score < 100 else None,
+        Message("add `category:` to document front matter so filters can narrow searches")
+        if not kb_has_categories(kb)
+        else None,
+        tuple(valid_changes(cfg, cands)[1:]) if score < 100 else (),
+    )
+
+
+Effects = dict[str, float | None]  # (metric with the capability) - (without it); None: unmeasured
+
+
+def _ablation_effects(
+    run: RunRecord | None, mode: str, on: Mapping[str, bool], extra: Mapping[str, RunRecord]
+) -> tuple[Effects, dict[str, Message]]:
+    """Each capability's effect from the ablation runs, and where each effect came from."""
+    effect: Effects = dict.fromkeys(on)
     source: dict[str, Message] = {}
-    if run is not None:
-        if on["hybrid"]:
-            singles = [_ablation_effect(run, mode, extra.get(m), m) for m in ("keyword", "vector")]
-            known = [d for d in singles if d is not None]
-            if known:
-                effect["hybrid"] = min(known)  # vs the best single channel
-                source["hybrid"] = Message("hybrid vs its best single channel")
-        elif extra.get("hybrid") is not None:
-            d = _ablation_effect(extra["hybrid"], "hybrid", run, mode)
-            effect["hybrid"] = d
-            source["hybrid"] = Message("hybrid vs {mode}", {"mode": mode})
-        if extra.get("ablate_expansion") is not None:
-            d = _ablation_effect(run, mode, extra["ablate_expansion"])
-            effect["expansion"] = d if on["expansion"] else (None if d is None else -d)
-            source["expansion"] = Message("expansion on vs off")
-        if rerank_on and extra.get("no_rerank") is not None:
-            effect["rerank"] = _ablation_effect(run, mode, extra["no_rerank"])
-            source["rerank"] = Message("rerank on vs off")
-        if rerank_on and extra.get("ablate_injection") is not None:
-            d = _ablation_effect(run, mode, extra["ablate_injection"])
-            effect["injection"] = d if on["injection"] else (None if d is None else -d)
-            source["injection"] = Message("injection on vs off")
-    # What ablation cannot measure, an earlier experiment that switched it may have.
+    if run is None:
+        return effect, source
+    if on["hybrid"]:
+        singles = [_ablation_effect(run, mode, extra.get(m), m) for m in ("keyword", "vector")]
+        known = [d for d in singles if d is not None]
+        if known:
+            effect["hybrid"] = min(known)  # vs the best single channel
+            source["hybrid"] = Message("hybrid vs its best single channel")
+    elif extra.get("hybrid") is not None:
+        effect["hybrid"] = _ablation_effect(extra["hybrid"], "hybrid", run, mode)
+        source["hybrid"] = Message("hybrid vs {mode}", {"mode": mode})
+    if extra.get("ablate_expansion") is not None:
+        d = _ablation_effect(run, mode, extra["ablate_expansion"])
+        effect["expansion"] = d if on["expansion"] else (None if d is None else -d)
+        source["expansion"] = Message("expansion on vs off")
+    if on["rerank"] and extra.get("no_rerank") is not None:
+        effect["rerank"] = _ablation_effect(run, mode, extra["no_rerank"])
+        source["rerank"] = Message("rerank on vs off")
+    if on["rerank"] and extra.get("ablate_injection") is not None:
+        d = _ablation_effect(run, mode, extra["ablate_injection"])
+        effect["injection"] = d if on["injection"] else (None if d is None else -d)
+        source["injection"] = Message("injection on vs off")
+    return effect, source
+
+
+def _log_effects(
+    effect: Effects, source: dict[str, Message], history: Sequence[Mapping[str, Any]]
+) -> None:
+    """What ablation cannot measure, the latest experiment that switched it alone may have."""
     for cap, key in LOG_KEYS.items():
         if effect[cap] is not None:
             continue
@@ -165,6 +217,11 @@ def architecture_dimension(
             )
             break
 
+
+def _verdicts(
+    kb: Any, on: Mapping[str, bool], effect: Effects, source: Mapping[str, Message]
+) -> tuple[float, float, dict[str, Message]]:
+    """Points earned, points measurable, and each capability's verdict in words."""
     earned = 0.0
     possible = 0.0
     verdict: dict[str, Message] = {}
@@ -200,8 +257,11 @@ def architecture_dimension(
                 "source": source[cap],
             },
         )
-    score = 100.0 * earned / possible if possible else RERANK_OFF_SCORE
-    formula = Message(
+    return earned, possible, verdict
+
+
+def _formula() -> Message:
+    return Message(
         "points of capabilities that earn them / points of measured capabilities x 100; "
         "points: {points}; a capability earns its points when on and not hurting, or off and "
         "not helping ({measure} tolerance {tolerance})",
@@ -219,6 +279,10 @@ def architecture_dimension(
             "tolerance": ABLATION_TOLERANCE,
         },
     )
+
+
+def _candidates(on: Mapping[str, bool], effect: Effects) -> list[Change]:
+    """The switches the measured effects call for: off what hurts, on what would help."""
     cands: list[Change] = []
     for cap, d in effect.items():
         if d is None:
@@ -227,37 +291,4 @@ def architecture_dimension(
             cands.append(_SWITCH_OFF[cap])
         elif not on[cap] and d > ABLATION_TOLERANCE and cap in _SWITCH_ON:
             cands.append(_SWITCH_ON[cap])
-    unmeasured = [c for c in on if effect.get(c) is None and c != "filters"]
-    return Dimension(
-        "architecture",
-        NAMES["architecture"],
-        WEIGHTS["architecture"],
-        round(score, 1),
-        {
-            **{c: verdict[c] for c in ARCH_POINTS},
-            "mode": cfg.search.mode,
-            "measure": ABLATION_MEASURE,
-        },
-        formula,
-        Message(
-            "{verdicts} -> {score}",
-            {
-                "verdicts": join(
-                    [
-                        Message(
-                            "{capability}: {verdict}",
-                            {"capability": CAPABILITY_NAMES[c], "verdict": verdict[c]},
-                        )
-                        for c in ARCH_POINTS
-                        if c not in unmeasured
-                    ]
-                ),
-                "score": f"{score:.0f}",
-            },
-        ),
-        first_change(cfg, cands) if score < 100 else None,
-        Message("add `category:` to document front matter so filters can narrow searches")
-        if not kb_has_categories(kb)
-        else None,
-        tuple(valid_changes(cfg, cands)[1:]) if score < 100 else (),
-    )
+    return cands

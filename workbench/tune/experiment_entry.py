@@ -103,36 +103,7 @@ def entry_text(
             {"hash": res.get("hash"), "metrics": _metrics(res.get("tune") or {})},
         ),
     ]
-    if "recall@5" in comps and "mrr" in comps:
-        c5, cm = comps["recall@5"], comps["mrr"]
-        cp = comps.get(rule.get("primary"), cm)
-        lines.append(
-            Message(
-                "**Statistics**: ΔRecall@5 {r_delta} (95% CI [{r_low}, {r_high}], p={r_p}); "
-                "ΔMRR {m_delta} (95% CI [{m_low}, {m_high}], p={m_p}); wins/losses/ties on "
-                "{measure} {wins}/{losses}/{ties}",
-                {
-                    **_stats("r", c5),
-                    **_stats("m", cm),
-                    "measure": cp.get("measure", ""),
-                    "wins": cp.get("wins"),
-                    "losses": cp.get("losses"),
-                    "ties": cp.get("ties"),
-                },
-            )
-        )
-    hb, hr = base.get("holdout") or {}, res.get("holdout") or {}
-    lines.append(
-        Message(
-            "**Holdout**: Recall@5 {r_a} → {r_b}, MRR {m_a} → {m_b}",
-            {
-                "r_a": f"{hb.get('recall@5', 0):.3f}",
-                "r_b": f"{hr.get('recall@5', 0):.3f}",
-                "m_a": f"{hb.get('mrr', 0):.3f}",
-                "m_b": f"{hr.get('mrr', 0):.3f}",
-            },
-        )
-    )
+    lines += _statistics_lines(comps, rule, base, res)
     out += "".join(_line(m, tr) for m in lines)
     if rule:
         rule_line = Message(
@@ -166,6 +137,47 @@ def entry_text(
     return out + _line(
         Message("**Notes**: {notes}", {"notes": notes_message(notes) if notes else "-"}), tr
     )
+
+
+def _statistics_lines(
+    comps: Mapping[str, Any],
+    rule: Mapping[str, Any],
+    base: Mapping[str, Any],
+    res: Mapping[str, Any],
+) -> list[Message]:
+    """The entry's statistics (deltas with CIs and p-values) and holdout lines."""
+    out: list[Message] = []
+    if "recall@5" in comps and "mrr" in comps:
+        c5, cm = comps["recall@5"], comps["mrr"]
+        cp = comps.get(str(rule.get("primary")), cm)
+        out.append(
+            Message(
+                "**Statistics**: ΔRecall@5 {r_delta} (95% CI [{r_low}, {r_high}], p={r_p}); "
+                "ΔMRR {m_delta} (95% CI [{m_low}, {m_high}], p={m_p}); wins/losses/ties on "
+                "{measure} {wins}/{losses}/{ties}",
+                {
+                    **_stats("r", c5),
+                    **_stats("m", cm),
+                    "measure": cp.get("measure", ""),
+                    "wins": cp.get("wins"),
+                    "losses": cp.get("losses"),
+                    "ties": cp.get("ties"),
+                },
+            )
+        )
+    hb, hr = base.get("holdout") or {}, res.get("holdout") or {}
+    out.append(
+        Message(
+            "**Holdout**: Recall@5 {r_a} → {r_b}, MRR {m_a} → {m_b}",
+            {
+                "r_a": f"{hb.get('recall@5', 0):.3f}",
+                "r_b": f"{hr.get('recall@5', 0):.3f}",
+                "m_a": f"{hb.get('mrr', 0):.3f}",
+                "m_b": f"{hr.get('mrr', 0):.3f}",
+            },
+        )
+    )
+    return out
 
 
 def _stats(prefix: str, c: Mapping[str, Any]) -> dict[str, str]:
