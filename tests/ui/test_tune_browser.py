@@ -165,6 +165,11 @@ def test_the_tuning_loop_in_chromium(wiki_workspace, browser, lang: str) -> None
             page.locator("h1", has_text=w["log_h1"]).first.wait_for(timeout=60_000)
             _settle(page)
             assert "experiment=" in page.url
+            # the log page streams its entries after the status widget goes; wait for the
+            # entry's text rather than reading the body once (a busy machine lagged here)
+            page.wait_for_function(
+                "s => document.body.innerText.includes(s)", arg=spec, timeout=60_000
+            )
             assert spec in _body(page), "the experiment's entry is open in the log"
             assert page.locator('[data-testid="stException"]').count() == 0
         except Exception:
