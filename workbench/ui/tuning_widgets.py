@@ -7,16 +7,20 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from engine.config import field_spec
 from workbench.eval.measures import shown
 from workbench.tune import compare
+from workbench.tune.compare import Comparison
+from workbench.tune.experiment_log import ExperimentResult
+from workbench.tune.experiment_store import ExperimentStore
+from workbench.tune.verdict import from_decision
+from workbench.ui.components import sentence
 from workbench.ui.i18n import t
 from workbench.workspace import Workspace
 
 
 def config_specs(ws: Workspace) -> list[str]:
     """Config names `workbench.tune.compare.parse_config_spec` understands, baseline first."""
-    from workbench.tune.experiment_store import ExperimentStore
-
     versions = ExperimentStore(ws.experiments).accepted_versions()
     return ["baseline", "defaults", *[f"v{v['version']}" for v in reversed(versions)]]
 
@@ -28,10 +32,10 @@ def delta_colour(v: Any) -> str:
     return "color: #1a7f37" if v > 0 else "color: #cf222e"
 
 
-def comparison(c: Any) -> None:
+def comparison(c: Comparison) -> None:
     """A Comparison: metrics with deltas, paired statistics, wins/losses, changed queries."""
     measures = [*shown("table"), *compare.LATENCY]
-    table = {"measure": measures}
+    table: dict[str, list[Any]] = {"measure": measures}
     for i, lab in enumerate(c.labels):
         name = f"{i + 1}. {lab}"
         table[name] = [c.metrics[i].get(m, 0.0) for m in measures]
@@ -105,8 +109,6 @@ def comparison(c: Any) -> None:
 
 def config_value_widget(key: str, current: Any, widget_key: str) -> Any:
     """A widget for one config key, built from ``engine.config.field_spec``."""
-    from engine.config import field_spec
-
     spec = field_spec(key)
     tp, choices = spec["type"], spec["choices"]
     lo, hi = spec["range"] or (None, None)
@@ -130,10 +132,10 @@ def config_value_widget(key: str, current: Any, widget_key: str) -> Any:
     return st.text_input(label, value=str(current), key=widget_key)
 
 
-def verdict_line(result: Any) -> None:
+def verdict_line(result: ExperimentResult) -> None:
     """An ExperimentResult's verdict in plain words: accepted, or rolled back and why."""
     d = result.decision
-    if getattr(result, "no_effect", False):
+    if result.no_effect:
         st.info(
             t(
                 "No effect: {title} leaves every ranking identical, so it was not logged as an "
@@ -142,9 +144,6 @@ def verdict_line(result: Any) -> None:
             )
         )
         return
-    from workbench.tune.verdict import from_decision
-    from workbench.ui.components import sentence
-
     v = from_decision(d)
     verdict = t("Accepted — new baseline") if d.accepted else t("Rolled back")
     why = "; ".join(r.render(t) for r in v.reasons)
@@ -162,10 +161,10 @@ def verdict_line(result: Any) -> None:
     )
 
 
-def decision(result: Any) -> None:
+def decision(result: ExperimentResult) -> None:
     """An ExperimentResult: verdict, every criterion with its measured value, tune vs holdout."""
     verdict_line(result)
-    if getattr(result, "no_effect", False):
+    if result.no_effect:
         return
     d = result.decision
     st.caption(
