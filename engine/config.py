@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 import yaml
 
+from engine.atomic import atomic_write_text
 from engine.config_legacy import LEGACY_VALUES as LEGACY_VALUES  # re-exported
 from engine.config_legacy import fill_legacy
 from engine.credentials import DEFAULT_KEY_ENV, DEFAULT_RERANK_KEY_ENV
@@ -271,8 +272,6 @@ class EngineConfig:
             raise ConfigError(f"{p}: {exc}") from exc
 
     def save(self, path: str | Path) -> None:
-        from engine.atomic import atomic_write_text
-
         atomic_write_text(Path(path), self.to_yaml())
 
     def get(self, dotted: str) -> Any:

@@ -399,7 +399,7 @@ class OpenAIEmbedder(_BatchedEmbedder):
     """
 
     def __init__(self, cfg: EmbeddingConfig) -> None:
-        from engine.http_json import JsonEndpoint  # httpx loads only for this provider
+        from engine.http_json import JsonEndpoint  # deferred: loads httpx, only for this provider
 
         self._http = JsonEndpoint(
             cfg,

@@ -35,6 +35,7 @@ from typing import Any
 from engine.ann import create_vector_index
 from engine.chapters import KnowledgeBase
 from engine.config import EngineConfig
+from engine.embedding import make_embedder
 from engine.hash_tables import FileHashes, NodeHashes, base_payload
 from engine.heap import release_free_heap
 from engine.index_caches import (
@@ -136,8 +137,6 @@ def build_index(
         ann_min_rows = cfg.index.ann_min_rows
     t0 = time.perf_counter()
     if embedder is None:
-        from engine.embedding import make_embedder
-
         embedder = make_embedder(cfg.embedding)
     loc = Location(index_uri, storage_options)
     store = Store(index_uri, storage_options)

@@ -34,9 +34,11 @@ import pyarrow as pa
 
 from engine.chapters import Document
 from engine.config import EmbeddingConfig, EngineConfig
+from engine.embedding import make_embedder
 from engine.errors import EngineError
-from engine.rows import RowBatch, build_rows, title_terms
+from engine.rows import RowBatch, build_rows, summary_key, title_terms
 from engine.sparse_counts import from_row_term_lists, row_term_lists
+from engine.term_counts import lexical_of
 from engine.tree import markdown_entries, parse_document, within_boundary
 from engine.types import Embedder
 
@@ -117,7 +119,6 @@ def parse_stage(batch: pa.Table) -> pa.Table:
     out: dict[str, list[Any]] = {
         k: [] for k in ("rel", "ok", "source_hash", "doc", "node_ids", "summary_keys")
     }
-    from engine.rows import summary_key
 
     for rel, data in zip(
         batch.column("rel").to_pylist(), batch.column("data").to_pylist(), strict=True
@@ -169,8 +170,6 @@ class EmbedStage:
     """An actor holding one embedder: adds the "vector" column to row batches."""
 
     def __init__(self, embedding: EmbeddingConfig) -> None:
-        from engine.embedding import make_embedder
-
         self.embedder = make_embedder(embedding)
         self.batch = max(1, embedding.batch_size)
 
@@ -183,7 +182,7 @@ class EmbedStage:
         ]
         mat = np.concatenate(parts) if parts else np.zeros((0, dims), np.float32)
         vec = pa.FixedSizeListArray.from_arrays(pa.array(mat.ravel(), pa.float32()), dims)
-        from engine.store import PASSAGES, passage_array  # lancedb loads only where it embeds
+        from engine.store import PASSAGES, passage_array  # deferred: loads lancedb (~2 s)
 
         lists = table.column(_PASSAGE_TEXTS).to_pylist()
         flat = [t for texts in lists for t in texts]
@@ -249,7 +248,7 @@ def _one_line(exc: BaseException) -> EngineError:
 
 def _table_uri(index_uri: str, table_name: str) -> str:
     """Where LanceDB keeps table ``table_name`` of the database at ``index_uri``."""
-    from engine.store import is_local
+    from engine.store import is_local  # deferred: loads lancedb (~2 s)
 
     base = str(Path(index_uri).resolve()) if is_local(index_uri) else index_uri.rstrip("/")
     return f"{base}/{table_name}.lance"
@@ -277,8 +276,8 @@ def build_index_ray(
     ``force`` only decides whether the previous vocabulary's vectors may be reused: every
     Ray build writes a new table.
     """
-    from engine import indexer
-    from engine.store import Location, Store, is_local
+    from engine import indexer  # deferred: loads lancedb (~2 s)
+    from engine.store import Location, Store, is_local  # deferred: loads lancedb (~2 s)
 
     ray = _require_ray()
     root = Path(kb_root)
@@ -286,8 +285,6 @@ def build_index_ray(
         raise EngineError(f"knowledge base folder {root} not found; pass --kb DIR")
     t0 = time.perf_counter()
     if embedder is None:
-        from engine.embedding import make_embedder
-
         embedder = make_embedder(cfg.embedding)
     sig = embedder.signature
     report = indexer.IndexReport(full_rebuild=True)
@@ -358,8 +355,7 @@ def _run_pipeline(
     progress: ProgressFn | None,
 ) -> tuple[dict[str, tuple[str, str]], Any, dict[str, str], dict[str, str]]:
     """Parse, rows, embed and write on Ray; then the driver's share of the manifest."""
-    from engine.manifest import load_llm_summaries
-    from engine.term_counts import lexical_of
+    from engine.manifest import load_llm_summaries  # deferred: loads lancedb (~2 s)
 
     _quiet_ray_data(ray)
 
@@ -457,7 +453,7 @@ def _rows_and_vectors_on_ray(
 def _write_table(rows: Any, store: Any, uri: str, dims: int) -> None:
     import lance_ray
 
-    from engine.store import chapter_schema
+    from engine.store import chapter_schema  # deferred: loads lancedb (~2 s)
 
     schema = chapter_schema(dims)
     lance_ray.write_lance(
@@ -471,7 +467,7 @@ def _write_table(rows: Any, store: Any, uri: str, dims: int) -> None:
 
 def _driver_batches(rows: Any, hashes: dict[str, tuple[str, str]]) -> Iterator[RowBatch]:
     """The rows' driver batches, filling ``hashes`` (id -> content and row hash) as they go."""
-    from engine.table_write import ROW_BATCH
+    from engine.table_write import ROW_BATCH  # deferred: loads lancedb (~2 s)
 
     wanted = ["id", "content_hash", "row_hash"] + [n for n, _ in EXTRA_FIELDS]
     for b in rows.select_columns(wanted).iter_batches(batch_format="pyarrow", batch_size=ROW_BATCH):

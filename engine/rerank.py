@@ -272,7 +272,7 @@ class HttpReranker:
     """
 
     def __init__(self, cfg: RerankConfig) -> None:
-        from engine.http_json import JsonEndpoint  # httpx loads only for this provider
+        from engine.http_json import JsonEndpoint  # deferred: loads httpx, only for this provider
 
         self._http = JsonEndpoint(
             cfg,

@@ -28,6 +28,7 @@ from engine.channels import (
 )
 from engine.chapters import KnowledgeBase, Node
 from engine.config import EXPAND_MODES, EngineConfig
+from engine.embedding import make_embedder
 from engine.errors import ConfigError, EngineError, ProviderError
 from engine.heap import release_free_heap
 from engine.index_plan import freshness
@@ -35,9 +36,11 @@ from engine.indexer import IndexReport, build_index, drop_stale_tables
 from engine.manifest import read_manifest
 from engine.parse_cache import ParseCache
 from engine.pipeline import Candidates, compose, pool_size
+from engine.rerank import make_reranker, reranker_input
 from engine.response import index_stats, lookup_node, to_result
 from engine.shared import SharedIndex, State, rerank_key
 from engine.tokenizer import parse_tokenizer_spec, warm_up
+from engine.tree import parse_kb
 from engine.types import Embedder, ProgressFn, Reranker, SearchResponse
 
 
@@ -67,7 +70,6 @@ class Engine:
         **parts: Unpack[EngineParts],
     ) -> Engine:
         """Parse the KB folder and open its index (IndexMissingError if there is none)."""
-        from engine.tree import parse_kb
 
         cache = ParseCache()
         kb = parse_kb(kb_dir, cache=cache)
@@ -162,8 +164,6 @@ class Engine:
         with self._shared.models_lock:
             emb = self._shared.embedders.get(key)
             if emb is None:
-                from engine.embedding import make_embedder
-
                 emb = make_embedder(key)
                 self._shared.embedders[key] = emb
             return emb
@@ -172,8 +172,6 @@ class Engine:
         key = rerank_key(self.config.rerank)
         with self._shared.models_lock:
             if key not in self._shared.rerankers:
-                from engine.rerank import make_reranker
-
                 self._shared.rerankers[key] = make_reranker(self.config.rerank)
             return self._shared.rerankers[key]
 
@@ -244,7 +242,6 @@ class Engine:
         reranker = self._reranker()
         if reranker is None:
             raise ConfigError("rerank.provider is none; set rerank.provider to rerank")
-        from engine.rerank import reranker_input
 
         ids = [n for n in dict.fromkeys(node_ids) if n in state.kb]
         if not ids:
@@ -404,8 +401,6 @@ class Engine:
             m = read_manifest(self._shared.loc)
             kb = current.kb
             if reparse_kb and self._shared.kb_dir:
-                from engine.tree import parse_kb
-
                 kb = parse_kb(self._shared.kb_dir, cache=self._shared.parse_cache)
             if m is not None and m.build_id == current.snapshot.manifest.build_id:
                 if kb is not current.kb:
@@ -430,8 +425,6 @@ class Engine:
         with self._shared.swap_lock:
             if kb is None:
                 if self._shared.kb_dir:
-                    from engine.tree import parse_kb
-
                     kb = parse_kb(self._shared.kb_dir, cache=self._shared.parse_cache)
                 else:
                     kb = self._shared.current().kb

@@ -7,6 +7,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from workbench.eval import golden
+
 _SENTENCE_END = re.compile(r"(?<=[。！？!?])|(?<=\.)\s")
 
 
@@ -43,7 +45,5 @@ def load_queries(path: str | Path) -> list[str]:
     """Queries from a golden set YAML (answerable items) or a text file (one per line)."""
     p = Path(path)
     if p.suffix.lower() in (".yaml", ".yml"):
-        from workbench.eval import golden
-
         return [i.query for i in golden.load(p).answerable()]
     return [ln.strip() for ln in p.read_text(encoding="utf-8").splitlines() if ln.strip()]

@@ -9,7 +9,12 @@ from typing import Any
 
 from engine.config import EngineConfig
 from workbench.bench.measure import stderr_line
+from workbench.eval import golden
+from workbench.eval.evaluate import EvalCache, Evaluator
 from workbench.eval.percentiles import percentile
+from workbench.tune.experiments import run_experiment
+from workbench.tune.sweep import sweep
+from workbench.workspace import Workspace
 
 
 def bench_rescoring(
@@ -31,12 +36,6 @@ def bench_rescoring(
     5 x 5 fusion.k x fusion.vector_weight sweep (tune + holdout) on those 100 queries.
     """
     import yaml
-
-    from workbench.eval import golden
-    from workbench.eval.evaluate import EvalCache, Evaluator
-    from workbench.tune.experiments import run_experiment
-    from workbench.tune.sweep import sweep
-    from workbench.workspace import Workspace
 
     say = log or stderr_line
     work = Path(work)

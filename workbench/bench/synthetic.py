@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
+from engine.tree import markdown_files
+
 _ZH_CHARS = (
     "数据库索引查询事务存储引擎分布式集群节点副本调度优化执行计划统计信息缓存日志恢复备份"
     "迁移同步复制监控告警配置参数性能延迟吞吐资源内存磁盘网络安全权限用户角色审计加密"
@@ -149,7 +151,6 @@ def synthetic_kb(
 
 def copy_kb(src: str | Path, dst: str | Path, limit_docs: int | None = None) -> int:
     """Copy a KB's Markdown files (the first ``limit_docs`` in path order); returns the count."""
-    from engine.tree import markdown_files
 
     src, dst = Path(src), Path(dst)
     files = markdown_files(src)

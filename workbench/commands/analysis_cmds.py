@@ -8,13 +8,16 @@ import sys
 
 from engine.errors import EngineError
 from workbench.commands import common
-from workbench.eval.run_record import RunRecord
+from workbench.commands.scorecard_cmd import load_run_by_id
+from workbench.eval import analysis as A
+from workbench.eval.analysis import OUTCOMES, SLICES
+from workbench.eval.attribution import CAUSES
+from workbench.eval.causes import rank_text
+from workbench.eval.run_record import RunRecord, latest_run_record
+from workbench.eval.saved_runs import list_saved_runs
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from workbench.eval.analysis import OUTCOMES, SLICES
-    from workbench.eval.attribution import CAUSES
-
     f = sub.add_parser("failures", help="failing queries of a saved run, worst first, by cause")
     _add_saved_run_args(f)
     common.add_run_arg(f)
@@ -55,9 +58,6 @@ def _add_saved_run_args(p: argparse.ArgumentParser) -> None:
 
 
 def _record(args: argparse.Namespace, run_id: str | None) -> RunRecord:
-    from workbench.commands.scorecard_cmd import load_run_by_id
-    from workbench.eval.run_record import latest_run_record
-
     ws = common.workspace(args)
     if run_id:
         return load_run_by_id(ws, run_id)
@@ -74,9 +74,6 @@ def _mode(args: argparse.Namespace, rec: RunRecord) -> str:
 
 
 def _failures(args: argparse.Namespace) -> int:
-    from workbench.eval import analysis as A
-    from workbench.eval.causes import rank_text
-
     rec = _record(args, args.run)
     mode = _mode(args, rec)
     if args.query:
@@ -133,8 +130,6 @@ def _failures(args: argparse.Namespace) -> int:
 
 
 def _diff(args: argparse.Namespace) -> int:
-    from workbench.eval import analysis as A
-
     if not 2 <= len(args.runs) <= 4:
         raise EngineError(f"runs diff takes 2 to 4 runs; got {len(args.runs)}")
     recs = [_record(args, r) for r in args.runs]
@@ -166,8 +161,6 @@ def _diff(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from workbench.eval.saved_runs import list_saved_runs
-
     ws = common.workspace(args)
     runs = list_saved_runs(ws.runs_dir, args.limit)
     if args.json:

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from workbench.commands.common import add_json_arg, print_json
+from workbench.eval.beir import import_beir
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -37,8 +38,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from workbench.eval.beir import import_beir  # only this command needs it
-
     result = import_beir(
         args.folder,
         args.kb_out,

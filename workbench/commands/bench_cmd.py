@@ -7,6 +7,9 @@ import json
 import sys
 from pathlib import Path
 
+from engine.atomic import atomic_write_text
+from engine.config import EngineConfig
+from engine.errors import EngineError
 from workbench.commands import common
 
 
@@ -62,9 +65,7 @@ def _run(args: argparse.Namespace) -> int:
 
     # LanceDB's Rust logger warns on every hybrid sub-query about score columns; quiet it.
     os.environ.setdefault("LANCEDB_LOG", "error")
-    from engine.config import EngineConfig
-    from engine.errors import EngineError
-    from workbench.bench.run import run_bench
+    from workbench.bench.run import run_bench  # deferred: loads lancedb (~2 s)
 
     if args.kb is None and args.synthetic is None:
         args.kb = "wiki"
@@ -94,8 +95,6 @@ def _run(args: argparse.Namespace) -> int:
     if args.json == "-":
         sys.stdout.write(text + "\n")
     else:
-        from engine.atomic import atomic_write_text
-
         atomic_write_text(Path(args.json), text + "\n")
         common.info(f"bench: wrote {args.json}")
     return 0

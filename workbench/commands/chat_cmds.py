@@ -6,7 +6,12 @@ import argparse
 import sys
 from typing import Any
 
+from engine.tree import parse_kb
+from workbench.answer.conversations import ChatStore, answer_from_dict
+from workbench.answer.llm import LLMClient
+from workbench.answer.summaries import summarize_kb
 from workbench.commands import common
+from workbench.eval.query_log import query_log_for
 
 SUMMARY_FILE = "summaries.json"
 
@@ -36,10 +41,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _ask(args: argparse.Namespace) -> int:
-    from engine.search import Engine
+    from engine.search import Engine  # deferred: loads lancedb (~2 s)
     from workbench.answer.chat import answer
-    from workbench.answer.llm import LLMClient
-    from workbench.eval.query_log import query_log_for
 
     if args.top_k < 1:
         raise ValueError("--top-k must be at least 1")
@@ -50,8 +53,6 @@ def _ask(args: argparse.Namespace) -> int:
     history: list[Any] = []
     store = cid = None
     if args.save:
-        from workbench.answer.conversations import ChatStore, answer_from_dict
-
         store = ChatStore(ws.experiments)
         if args.save != "new":
             history = [
@@ -107,10 +108,6 @@ def render_answer(d: dict[str, Any]) -> str:
 
 
 def _summarize(args: argparse.Namespace) -> int:
-    from engine.tree import parse_kb
-    from workbench.answer.llm import LLMClient
-    from workbench.answer.summaries import summarize_kb
-
     ws = common.workspace(args)
     cfg = common.effective_config(args, ws)
     llm = LLMClient.from_config(cfg.llm)

@@ -7,6 +7,8 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from engine.atomic import atomic_write_text
+from workbench.answer.conversations import ChatStore, compare_replay, replay
+from workbench.answer.llm import LLMClient
 from workbench.commands import common
 
 if TYPE_CHECKING:
@@ -42,8 +44,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _store(args: argparse.Namespace) -> ChatStore:
-    from workbench.answer.conversations import ChatStore
-
     return ChatStore(common.workspace(args).experiments)
 
 
@@ -96,10 +96,8 @@ def _export(args: argparse.Namespace) -> int:
 def _replay(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
-    from engine.search import Engine
+    from engine.search import Engine  # deferred: loads lancedb (~2 s)
     from workbench.answer.chat import answer
-    from workbench.answer.conversations import compare_replay, replay
-    from workbench.answer.llm import LLMClient
 
     ws = common.workspace(args)
     cfg = common.effective_config(args, ws)

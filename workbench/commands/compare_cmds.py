@@ -7,6 +7,8 @@ import sys
 
 from engine.atomic import atomic_write_text
 from workbench.commands import common
+from workbench.eval import golden
+from workbench.tune.sweep import format_sweep, parse_grid_arg, sweep
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -46,7 +48,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from workbench.eval import golden
     from workbench.tune.compare import compare_configs, parse_config_spec
 
     if not 2 <= len(args.configs) <= 4:
@@ -77,9 +78,6 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from workbench.eval import golden
-    from workbench.tune.sweep import format_sweep, parse_grid_arg, sweep
-
     ws = common.workspace(args)
     base = common.effective_config(args, ws)
     grid = dict(parse_grid_arg(g) for g in args.grid)

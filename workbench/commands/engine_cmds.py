@@ -9,6 +9,8 @@ from typing import Any
 
 from engine.config import EXPAND_MODES
 from engine.errors import EngineError
+from engine.parse_cache import ParseCache
+from engine.tree import parse_kb
 from workbench.commands import common
 from workbench.progress import StderrBar
 
@@ -103,10 +105,8 @@ def parse_filters(items: list[str]) -> dict[str, list[str]]:
 
 
 def _index(args: argparse.Namespace) -> int:
-    from engine.indexer import build_index
-    from engine.parse_cache import ParseCache
-    from engine.store import is_local
-    from engine.tree import parse_kb
+    from engine.indexer import build_index  # deferred: loads lancedb (~2 s)
+    from engine.store import is_local  # deferred: loads lancedb (~2 s)
 
     ws = common.workspace(args)
     cfg = common.effective_config(args, ws)
@@ -166,7 +166,7 @@ def _print_report(args: argparse.Namespace, index: str, report: Any) -> None:
 
 
 def _open(args: argparse.Namespace) -> Any:
-    from engine.search import Engine
+    from engine.search import Engine  # deferred: loads lancedb (~2 s)
 
     ws = common.workspace(args)
     cfg = common.effective_config(args, ws)
@@ -226,8 +226,11 @@ def _clip(text: str, n: int) -> str:
 
 
 def _chapter(args: argparse.Namespace) -> int:
-    from engine.response import lookup_node, node_metadata, node_record
-    from engine.tree import parse_kb
+    from engine.response import (  # deferred: loads lancedb (~2 s)
+        lookup_node,
+        node_metadata,
+        node_record,
+    )
 
     ws = common.workspace(args)
     kb = parse_kb(ws.kb)

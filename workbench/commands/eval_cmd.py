@@ -14,6 +14,7 @@ from engine.config import SEARCH_MODES
 from workbench.commands import common
 from workbench.eval import golden
 from workbench.eval.attribution import CAUSES
+from workbench.eval.engines import evaluator
 from workbench.eval.metrics import DEFAULT_FAMILIES
 from workbench.eval.run_labels import workspace_label
 from workbench.eval.run_record import RunRecord, save_run
@@ -55,8 +56,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.eval.engines import evaluator  # heavy: loads the engine
-
     ws = common.workspace(args)
     cfg = common.effective_config(args, ws)
     gs = golden.load(ws.dataset)

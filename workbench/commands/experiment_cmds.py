@@ -16,6 +16,10 @@ from workbench.commands.common import (
     set_overrides,
     workspace,
 )
+from workbench.eval import golden
+from workbench.eval.engines import evaluator
+from workbench.progress import StderrBar
+from workbench.tune.rule import RULE_FILE, resolve
 from workbench.workspace import Workspace
 
 RULE_HELP = (
@@ -88,8 +92,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _evaluator_for(ws: Workspace):
-    from workbench.eval.engines import evaluator
-
     return lambda cfg: evaluator(ws, cfg)
 
 
@@ -152,12 +154,10 @@ def readable_verdict(res, dry_run: bool = False):
 
 def _try(args: argparse.Namespace) -> int:
     from workbench.tune.experiments import run_experiment
-    from workbench.tune.rule import resolve
 
     ws = workspace(args)
     rule = resolve(ws.experiments, args.rule)  # a bad --rule fails before any evaluation
     if not args.again:
-        from workbench.eval import golden
         from workbench.tune.experiment_store import ExperimentStore
         from workbench.tune.tried import earlier_try
 
@@ -192,8 +192,6 @@ def _try(args: argparse.Namespace) -> int:
 
 
 def _rule(args: argparse.Namespace) -> int:
-    from workbench.tune.rule import RULE_FILE, resolve
-
     ws = workspace(args)
     rule = resolve(ws.experiments, args.rule)
     own = ws.experiments / RULE_FILE
@@ -291,8 +289,12 @@ def _optimize(args: argparse.Namespace) -> int:
 
 
 def _optimize_search(args: argparse.Namespace) -> int:
-    from workbench.progress import StderrBar
-    from workbench.tune.optimizer import DEFAULT_TRIALS, K_FOLDS, optimism_line, optimize
+    from workbench.tune.optimizer import (  # deferred: loads lancedb (~2 s)
+        DEFAULT_TRIALS,
+        K_FOLDS,
+        optimism_line,
+        optimize,
+    )
 
     ws = workspace(args)
     trials = DEFAULT_TRIALS if args.trials is None else args.trials

@@ -6,12 +6,14 @@ import argparse
 import sys
 
 from engine.chapters import KnowledgeBase
+from engine.config import EngineConfig
 from engine.errors import EngineError
 from engine.tree import parse_kb
+from workbench.answer.drafting import draft_queries
+from workbench.answer.llm import LLMClient, llm_settings
 from workbench.commands.common import add_kb_args, info, print_json, workspace
-from workbench.eval import golden, golden_drift, query_log
+from workbench.eval import golden, golden_drift, pending, query_log
 from workbench.eval.health import format_health
-from workbench.tune.size_guard import health_of
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -140,10 +142,6 @@ def _remap(args: argparse.Namespace) -> int:
 def _draft(args: argparse.Namespace) -> int:
     import yaml
 
-    from engine.config import EngineConfig
-    from workbench.answer.drafting import draft_queries
-    from workbench.answer.llm import LLMClient, llm_settings
-
     gs, kb = _load(args)
     nodes = []
     for nid in args.node_ids:
@@ -169,6 +167,8 @@ def _draft(args: argparse.Namespace) -> int:
 
 
 def _health(args: argparse.Namespace) -> int:
+    from workbench.tune.size_guard import health_of
+
     ws = workspace(args)
     h = health_of(ws, golden.load(ws.dataset))
     if args.json:
@@ -179,8 +179,6 @@ def _health(args: argparse.Namespace) -> int:
 
 
 def _sample(args: argparse.Namespace) -> int:
-    from workbench.eval import pending
-
     ws = workspace(args)
     gs = golden.load(ws.dataset)
     if args.promote:

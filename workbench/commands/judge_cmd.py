@@ -10,10 +10,12 @@ from engine.chapters import KnowledgeBase
 from engine.errors import EngineError
 from engine.tree import parse_kb
 from workbench.commands.common import add_kb_args, info, print_json, workspace
-from workbench.eval import golden
+from workbench.commands.scorecard_cmd import load_run_by_id
+from workbench.eval import golden, pending
 from workbench.eval import judgments as J
 from workbench.eval.agreement import agreement
-from workbench.eval.run_record import UNJUDGED_K
+from workbench.eval.run_record import UNJUDGED_K, latest_run_record
+from workbench.eval.snippets import snippet
 from workbench.eval.unjudged import QueueEntry, rating_queue
 from workbench.workspace import Workspace
 
@@ -77,8 +79,6 @@ def queue_for(
     ws: Workspace, gs: golden.GoldenSet, run_ids: list[str], k: int, rater: str | None
 ) -> list[QueueEntry]:
     """The rating queue of saved runs (the latest one when ``run_ids`` is empty)."""
-    from workbench.commands.scorecard_cmd import load_run_by_id
-    from workbench.eval.run_record import latest_run_record
 
     if run_ids:
         records = [load_run_by_id(ws, r) for r in run_ids]
@@ -96,8 +96,7 @@ def pending_queue(
     ws: Workspace, gs: golden.GoldenSet, k: int, rater: str | None
 ) -> list[QueueEntry]:
     """The queue of the questions waiting in ``<set>.pending.yaml`` (baseline's top k)."""
-    from engine.search import Engine
-    from workbench.eval import pending
+    from engine.search import Engine  # deferred: loads lancedb (~2 s)
 
     engine = Engine.open(ws.kb, ws.index, ws.load_config())
 
@@ -144,7 +143,6 @@ def walk(
     read_key: Callable[[str], str],
 ) -> int:
     """Prompt for each entry, saving each answer at once (quitting loses nothing)."""
-    from workbench.eval.snippets import snippet
     from workbench.ui.snippets import snippet_markdown
 
     done = 0
@@ -194,7 +192,6 @@ def _read_key(prompt: str) -> str:
 def _set(args: argparse.Namespace) -> int:
     ws = workspace(args)
     gs = golden.load(ws.dataset)
-    from workbench.eval import pending
 
     waiting = {i.id for i in pending.load(ws.dataset)}
     if gs.get(args.query_id) is None and args.query_id not in waiting:

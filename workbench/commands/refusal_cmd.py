@@ -49,7 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine.search import Engine
+    from engine.search import Engine  # deferred: loads lancedb (~2 s)
     from workbench.answer.refusal import (
         CALIBRATION_FILE,
         MAX_FALSE_REFUSAL,

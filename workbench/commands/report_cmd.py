@@ -8,9 +8,12 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import EngineError
+from workbench.answer.llm import llm_settings
 from workbench.commands.common import add_kb_args, add_run_arg, info, workspace
+from workbench.commands.scorecard_cmd import load_run_by_id
+from workbench.eval import golden
 from workbench.eval.golden import GoldenSet
-from workbench.eval.run_record import RunRecord
+from workbench.eval.run_record import RunRecord, latest_run_record
 from workbench.workspace import Workspace
 
 # The registry's names (workbench/export/formats.py), listed here so `--help` stays cheap.
@@ -32,8 +35,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.commands.scorecard_cmd import load_run_by_id
-    from workbench.eval.run_record import latest_run_record
     from workbench.export.formats import ExportSource, export_format, golden_qrels, render, write
     from workbench.export.report import build_report
 
@@ -64,7 +65,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _golden_for(ws: Workspace, record: RunRecord) -> GoldenSet | None:
     """The golden set file the run used (graded labels), if it is unchanged since."""
-    from workbench.eval import golden
 
     path = Path(record.dataset.path or ws.dataset)
     try:
@@ -75,7 +75,6 @@ def _golden_for(ws: Workspace, record: RunRecord) -> GoldenSet | None:
 
 
 def _scorecard(ws: Workspace, record: RunRecord) -> Any:
-    from workbench.answer.llm import llm_settings
     from workbench.tune.scorecard import compute_scorecard
 
     try:

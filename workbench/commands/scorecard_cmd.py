@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 
+from workbench.answer.llm import llm_settings
 from workbench.commands import common
 from workbench.eval.run_record import RunRecord
+from workbench.eval.saved_runs import load_run
 from workbench.workspace import Workspace
 
 
@@ -20,13 +22,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def load_run_by_id(ws: Workspace, run_id: str) -> RunRecord:
     """A saved run by id or config label (``workbench.eval.saved_runs.load_run``)."""
-    from workbench.eval.saved_runs import load_run
 
     return load_run(ws.runs_dir, run_id)
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.answer.llm import llm_settings
     from workbench.tune.scorecard import compute_scorecard
 
     ws = common.workspace(args)

@@ -12,6 +12,7 @@ from workbench.commands.common import (
     workspace,
 )
 from workbench.eval.query_log import query_log_for
+from workbench.serve.http_guard import allowed_hosts
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -71,8 +72,7 @@ def _add_allow_host(p: argparse.ArgumentParser) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from workbench.serve.app import create_app, run_server
-    from workbench.serve.http_guard import allowed_hosts
+    from workbench.serve.app import create_app, run_server  # deferred: loads lancedb (~2 s)
 
     ws = workspace(args)
     cfg = effective_config(args, ws)
@@ -88,7 +88,12 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _mcp(args: argparse.Namespace) -> int:
-    from workbench.serve.mcp import open_mcp_server, quiet_stdout, run_http, run_stdio
+    from workbench.serve.mcp import (  # deferred: loads lancedb (~2 s)
+        open_mcp_server,
+        quiet_stdout,
+        run_http,
+        run_stdio,
+    )
 
     with quiet_stdout():
         ws = workspace(args)

@@ -18,8 +18,7 @@ import os
 import re
 import shutil
 import tempfile
-import unicodedata
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,9 +27,10 @@ import yaml
 
 from engine.atomic import atomic_write_text
 from engine.errors import EngineError
+from engine.markdown_scan import slugify
+from engine.tree import EMPTY_SLUG
 from workbench.eval.golden import MAX_RELEVANT
 
-_EMPTY_SLUG = "section"
 _MAX_NAME = 100
 
 
@@ -38,31 +38,10 @@ class BeirFormatError(EngineError):
     """A BEIR folder is missing a file or has a malformed line."""
 
 
-def _local_slugify(text: str) -> str:
-    """GitHub-style slug: lowercase; keep letters (CJK too), digits, "-", "_"; spaces -> "-"."""
-    out = []
-    for ch in text.lower():
-        cat = unicodedata.category(ch)
-        if ch == " ":
-            out.append("-")
-        elif ch == "-" or cat[0] in "LMN" or cat == "Pc":
-            out.append(ch)
-    return "".join(out)
-
-
-def _tree_slugify() -> tuple[Callable[[str], str], str]:
-    # The chapter tree owns the slug; use its function when it has one, so ids agree.
-    try:
-        from engine import tree
-    except ImportError:  # pragma: no cover - engine.tree always exists in this repo
-        return _local_slugify, _EMPTY_SLUG
-    return getattr(tree, "slugify", _local_slugify), getattr(tree, "EMPTY_SLUG", _EMPTY_SLUG)
-
-
 def heading_node_id(doc_id: str, title: str) -> str:
     """Node id of the H1 chapter titled ``title`` in document ``doc_id`` (its first heading)."""
-    slugify, empty = _tree_slugify()
-    return f"{doc_id}#{slugify(title) or empty}"
+    # the chapter tree owns the slug, so ids agree with the index's
+    return f"{doc_id}#{slugify(title) or EMPTY_SLUG}"
 
 
 _ASCII_PUNCT = re.compile(r"([!-/:-@\[-`{-~])")
@@ -276,7 +255,6 @@ def _import(
     limit_queries: int | None,
     name: str | None,
 ) -> BeirImport:
-
     node_ids: dict[str, str] = {}
     used: set[str] = set()
     passages = 0

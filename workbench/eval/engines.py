@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.config import EngineConfig
+from engine.tree import parse_kb
 from workbench.eval.evaluate import EvalCache, Evaluator
 from workbench.progress import StderrBar
 from workbench.workspace import Workspace
@@ -80,7 +81,7 @@ class EngineCache:
         over); evaluation passes ``side_index=True`` so a config that embeds differently is
         scored on its own index (see ``index_location``).
         """
-        from engine.search import Engine  # heavy imports stay out of CLI start-up
+        from engine.search import Engine  # deferred: loads lancedb (~2 s)
 
         key = self._key(ws, cfg, side_index)
         location = key[1]
@@ -148,10 +149,9 @@ def forget_engines() -> None:
 def _ensure_side_index(
     ws: Workspace, cfg: EngineConfig, location: str, progress: ProgressFn | None
 ) -> None:
-    from engine.indexer import build_index
-    from engine.manifest import read_manifest
-    from engine.store import Location
-    from engine.tree import parse_kb
+    from engine.indexer import build_index  # deferred: loads lancedb (~2 s)
+    from engine.manifest import read_manifest  # deferred: loads lancedb (~2 s)
+    from engine.store import Location  # deferred: loads lancedb (~2 s)
 
     if read_manifest(Location(location, None)) is not None:
         build_index(parse_kb(ws.kb), cfg, location, progress)  # incremental: cheap if fresh

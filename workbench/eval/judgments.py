@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.atomic import atomic_append_text
+from engine.credentials import user_config_dir
 from engine.errors import EngineError
 
 GRADES: dict[int, str] = {0: "not relevant", 1: "related", 2: "relevant", 3: "perfect"}
@@ -172,8 +173,6 @@ RATER_ENV = "WIKIRAG_RATER"
 def default_rater(env: Mapping[str, str] | None = None) -> str:
     """``$WIKIRAG_RATER``, else the first line of ``<user config>/rater``, else ""."""
     import os
-
-    from engine.credentials import user_config_dir
 
     environ = os.environ if env is None else env
     if environ.get(RATER_ENV, "").strip():

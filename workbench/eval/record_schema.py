@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from engine.errors import EngineError
+from workbench.eval.run_labels import derived_label
 
 SCHEMA_VERSION = 3
 
@@ -29,8 +30,6 @@ def _v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
 def _v2_to_v3(data: dict[str, Any]) -> dict[str, Any]:
     # Version 3 names the run by its config label; older runs get one derived from their
     # config (``defaults``, ``defaults+key=value`` or ``config <hash6>``).
-    from workbench.eval.run_labels import derived_label
-
     label = derived_label(str(data.get("config_yaml") or ""), str(data.get("config_hash") or ""))
     return {**data, "label": label, "schema_version": 3}
 

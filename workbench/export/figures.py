@@ -7,7 +7,10 @@ from typing import Any
 
 from workbench.eval.measures import shown
 from workbench.eval.messages import Translate
+from workbench.export.markdown_report import BY
 from workbench.export.report import Report
+from workbench.tune.study import Study
+from workbench.tune.study_figures import study_figures
 
 # Report figures carry their own look: a figure left on plotly's *default* template picks
 # up whatever is active in the process, and inside Streamlit that is the "streamlit"
@@ -43,8 +46,6 @@ def report_figures(report: Report, translate: Translate | None = None) -> dict[s
     """Plotly figures per section: category/difficulty/language bars, failure causes,
     the optimization trajectory; titles and axes in the words ``translate`` gives."""
     import plotly.graph_objects as go
-
-    from workbench.export.markdown_report import BY
 
     def tr(text: str) -> str:
         return translate(text) if translate and text else text
@@ -92,8 +93,5 @@ def report_figures(report: Report, translate: Translate | None = None) -> dict[s
         )
         figs["optimizations"].append(fig)
     if report.study:
-        from workbench.tune.study import Study
-        from workbench.tune.study_figures import study_figures
-
         figs["optimizations"] += list(study_figures(Study.from_dict(report.study)).values())
     return {k: [style_figure(f) for f in v] for k, v in figs.items()}

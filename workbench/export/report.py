@@ -19,6 +19,7 @@ from workbench.eval.run_record import ModeSummary, QueryRecord, RunRecord
 from workbench.eval.unjudged import share_message
 from workbench.tune.experiment_history import trajectory
 from workbench.tune.experiment_store import ExperimentStore
+from workbench.tune.study import load_studies
 
 SECTIONS = (
     ("metrics", Message("Metrics")),
@@ -264,7 +265,6 @@ def _recommendations(card: Mapping[str, Any] | None) -> list[dict[str, Any]]:
 def _latest_study(ws: Any) -> dict[str, Any] | None:
     if ws is None:
         return None
-    from workbench.tune.study import load_studies
 
     studies = load_studies(ws.experiments)
     return studies[-1].to_dict() if studies else None

@@ -30,6 +30,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from engine.config import EngineConfig
+from workbench.answer.llm import LLMClient
 from workbench.serve.http_guard import RequestGuard, allowed_hosts
 from workbench.serve.limits import MAX_BODY_BYTES
 from workbench.serve.routes import (
@@ -108,8 +109,6 @@ def create_app(
     # page in the user's browser could otherwise post to them (CSRF).
     token = (admin_token if admin_token is not None else os.environ.get(ADMIN_TOKEN_ENV)) or None
     if llm is _DEFAULT_LLM:
-        from workbench.answer.llm import LLMClient
-
         llm = LLMClient.from_config(cfg.llm)
     if max_concurrent is None:
         max_concurrent = os.cpu_count() or 2

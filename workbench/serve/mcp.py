@@ -23,6 +23,10 @@ from pydantic import Field
 
 from engine.config import EngineConfig, ExpandMode, SearchMode
 from engine.errors import EngineError
+from engine.tree import parse_kb
+from workbench.answer.chat import DEFAULT_TOP_K
+from workbench.answer.chat import answer as chat_answer
+from workbench.answer.llm import LLMClient
 from workbench.serve.http_guard import RequestGuard, allowed_hosts
 from workbench.serve.limits import MAX_BODY_BYTES, MAX_QUERY_CHARS, query_problem
 from workbench.serve.schemas import SearchFilters
@@ -179,9 +183,6 @@ def _chapter_tool(served: ServedEngine) -> Callable[..., Any]:
 
 
 def _ask_tool(served: ServedEngine, llm: Any, query_log: Any) -> Callable[..., Any]:
-    from workbench.answer.chat import DEFAULT_TOP_K
-    from workbench.answer.chat import answer as chat_answer
-
     def ask(
         question: Annotated[str, Field(min_length=1, description="the question")],
         top_k: Annotated[int, Field(ge=1, le=50, description="chapters retrieved")] = DEFAULT_TOP_K,
@@ -217,8 +218,6 @@ def _add_document_resources(server: Any, served: ServedEngine) -> None:
     try:
         kb = served.get().kb
     except EngineError:
-        from engine.tree import parse_kb
-
         kb = parse_kb(kb_root)
     for doc in kb.documents:
         top = doc.nodes[0] if doc.nodes else None
@@ -257,7 +256,6 @@ def _add_document_resources(server: Any, served: ServedEngine) -> None:
 
 def open_mcp_server(ws: Workspace, cfg: EngineConfig, query_log: Any = None) -> Any:
     """Load and warm the engine (stdout kept clean meanwhile) and build the server."""
-    from workbench.answer.llm import LLMClient
 
     with quiet_stdout():
         silence_libraries()

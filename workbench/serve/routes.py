@@ -21,6 +21,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from engine.config import EngineConfig
 from engine.errors import EngineError, IndexMissingError, ProviderError, UnknownNodeError
+from workbench.answer.chat import answer as chat_answer
 from workbench.serve.schemas import (
     AskRequest,
     AskResponse,
@@ -303,7 +304,6 @@ def _add_status_routes(app: FastAPI, st: ServerState) -> None:
 
 
 def _add_ask_route(app: FastAPI, st: ServerState) -> None:
-    from workbench.answer.chat import answer as chat_answer
 
     @app.post(
         "/ask",

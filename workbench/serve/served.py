@@ -18,6 +18,8 @@ from typing import Any
 from engine.config import EngineConfig
 from engine.errors import EngineError, IndexMissingError
 from engine.manifest import MANIFEST
+from engine.tree import markdown_files, parse_kb
+from workbench.eval.engines import open_engine
 from workbench.workspace import Workspace
 
 REOPEN_EVERY_S = 2.0  # how often a server without an engine retries opening the index
@@ -38,7 +40,6 @@ def _now() -> str:
 
 def kb_file_signature(kb_dir: str | os.PathLike[str]) -> str:
     """Cheap fingerprint of a KB folder: every Markdown file's path, size and mtime."""
-    from engine.tree import markdown_files
 
     h = hashlib.sha256()
     for p in markdown_files(Path(kb_dir)):
@@ -81,8 +82,6 @@ class ServedEngine:
             self._open()
 
     def _open(self) -> None:
-        from workbench.eval.engines import open_engine
-
         self._tried_at = time.monotonic()
         try:
             engine = open_engine(self.ws, self.cfg)
@@ -167,8 +166,7 @@ class ServedEngine:
         eng = self._engine
         if eng is not None:
             return eng.rebuild(force=force, progress=progress)
-        from engine.indexer import build_index
-        from engine.tree import parse_kb
+        from engine.indexer import build_index  # deferred: loads lancedb (~2 s)
 
         report = build_index(parse_kb(self.ws.kb), self.cfg, str(self.ws.index), progress, force)
         with self._lock:
@@ -179,9 +177,9 @@ class ServedEngine:
 
     def health(self) -> dict[str, Any]:
         """Status, with a reason (and what to do) for everything that is not right."""
-        from engine.index_plan import freshness
-        from engine.manifest import read_manifest
-        from engine.store import Location
+        from engine.index_plan import freshness  # deferred: loads lancedb (~2 s)
+        from engine.manifest import read_manifest  # deferred: loads lancedb (~2 s)
+        from engine.store import Location  # deferred: loads lancedb (~2 s)
 
         reasons: list[str] = []
         info: dict[str, Any] = {"index_build": None, "embedder": None}
@@ -229,8 +227,6 @@ class ServedEngine:
         if cached is not None and cached[0] == kb_sig and cached[1] == loaded:
             fresh = cached[2]
         else:
-            from engine.tree import parse_kb
-
             manifest = on_disk if on_disk is not None and on_disk.build_id == loaded else None
             if manifest is None:
                 fresh = dict(stats["freshness"])
@@ -353,7 +349,7 @@ def node_brief(node: Any) -> dict[str, Any]:
 
 def chapter_payload(engine: Any, node_id: str, *, children: bool = True) -> dict[str, Any]:
     """One chapter with its metadata (and children); UnknownNodeError names close ids."""
-    from engine.response import node_metadata
+    from engine.response import node_metadata  # deferred: loads lancedb (~2 s)
 
     node = engine.chapter(node_id)
     return {

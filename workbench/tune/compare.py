@@ -16,12 +16,14 @@ from typing import Any
 
 from engine.config import EngineConfig, parse_override
 from engine.errors import ConfigError, EngineError
+from workbench.eval.engines import evaluator
 from workbench.eval.golden import GoldenSet
 from workbench.eval.measures import shown
 from workbench.eval.run_record import RunRecord, save_run
 from workbench.eval.saved_runs import RunKey, find_saved_run
 from workbench.eval.stats import PairedComparison, compare_paired
 from workbench.eval.unjudged import WARN_SHARE
+from workbench.tune.experiment_store import ExperimentStore
 from workbench.tune.query_matrix import QueryMatrix, build_matrix
 from workbench.tune.scorecard_markdown import md_cell
 from workbench.tune.side_by_side import SIDE_BY_SIDE_K, SideBySide, side_by_side
@@ -39,7 +41,6 @@ _VERSION = re.compile(r"v(\d+)")
 def parse_config_spec(spec: str, ws: Any) -> tuple[str, EngineConfig]:
     """(label, config) for a CLI CONFIG: a YAML path, ``baseline``, ``defaults``, ``vN``,
     or any of those followed by ``+key=value,key2=value``."""
-    from workbench.tune.experiment_store import ExperimentStore
 
     text = spec.strip()
     m = _OVERRIDES_START.search(text)  # a '+' inside a file name is not a separator
@@ -274,7 +275,6 @@ def compare_configs(
     if not 2 <= len(configs) <= 4:
         raise ValueError(f"compare needs 2 to 4 configs; got {len(configs)}")
     if evaluator_for is None:
-        from workbench.eval.engines import evaluator
 
         def evaluator_for(c: EngineConfig) -> Any:
             return evaluator(ws, c)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from workbench.eval import golden
+from workbench.eval.engines import evaluator
 from workbench.eval.run_record import RunRecord
 from workbench.tune import rule as rules
 from workbench.tune.acceptance import decide
@@ -32,7 +33,6 @@ def gate(
     workspace's set is loaded and validated like `eval` does (``golden.checked``), so the
     baseline is never scored on items the current run skipped, nor on an invalid set.
     """
-    from workbench.eval.engines import evaluator
 
     store = ExperimentStore(ws.experiments)
     rule = rule or rules.resolve(ws.experiments)

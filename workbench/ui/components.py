@@ -16,6 +16,7 @@ import streamlit as st
 
 from engine.config import EngineConfig
 from engine.errors import ConfigError, EngineError, IndexMissingError
+from workbench.answer.llm import llm_settings
 from workbench.eval.golden import GoldenSet
 from workbench.ui import resources, state
 from workbench.ui.i18n import switch, t
@@ -97,8 +98,6 @@ def freshness_badge(status: Mapping[str, Any]) -> str:
 
 
 def llm_status(cfg: EngineConfig) -> str:
-    from workbench.answer.llm import llm_settings
-
     try:
         s = llm_settings(cfg.llm)
     except ConfigError:  # a key not approved for the config's host: the Chat page says how

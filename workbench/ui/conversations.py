@@ -5,6 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from engine.config import EngineConfig
+from workbench.answer.chat import answer
 from workbench.answer.chat_answer import ChatAnswer
 from workbench.answer.conversations import (
     ChatStore,
@@ -99,9 +101,6 @@ def history_panel(ws: Workspace, llm: LLMClient | None, mode: str, top_k: int) -
         r = st.columns([3, 1])
         name = r[0].selectbox(t("Config"), list(options), key=state.CHAT_REPLAY_CONFIG)
         if r[1].button(t("Replay"), key=state.CHAT_REPLAY_RUN, disabled=not conv.turns):
-            from engine.config import EngineConfig
-            from workbench.answer.chat import answer
-
             cfg = EngineConfig.from_yaml(options[name])
             engine = resources.engine(ws, cfg)
             with st.spinner(t("Asking {n} questions again…", n=len(conv.turns))):

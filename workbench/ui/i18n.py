@@ -18,6 +18,8 @@ from typing import TypeVar
 
 import streamlit as st
 
+from workbench.ui.resources import launch_args
+
 LANGS = {"en": "English", "zh": "中文"}
 DEFAULT = "en"
 LOCALE_DIR = Path(__file__).resolve().parent / "locale"
@@ -68,7 +70,6 @@ def current() -> str:
     lang = st.session_state.get(SESSION_KEY)
     if lang in LANGS:
         return str(lang)
-    from workbench.ui.resources import launch_args
 
     lang = default_lang(launch_args().get("lang"))
     st.session_state[SESSION_KEY] = lang

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 from collections.abc import Mapping
 
+from engine.atomic import atomic_write_bytes
 from workbench.ui.i18n import LOCALE_DIR
 
 
@@ -29,7 +30,6 @@ def write_catalog(lang: str, entries: Mapping[str, str]) -> int:
     buf = io.BytesIO()
     write_po(buf, cat, width=100, sort_output=True, omit_header=False)
     path.parent.mkdir(parents=True, exist_ok=True)
-    from engine.atomic import atomic_write_bytes
 
     atomic_write_bytes(path, buf.getvalue())
     return len(cat)

@@ -9,6 +9,16 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from workbench.eval.attribution import CAUSES
+from workbench.eval.messages import Message
+from workbench.export.html_report import render_html
+from workbench.export.markdown_report import render_markdown
+from workbench.export.report import Report
+from workbench.tune import catalog, criterion_words
+from workbench.tune.dimension import NAMES
+from workbench.tune.verdict import OUTCOME_WORDS, Verdict
+from workbench.ui import i18n
+
 UI = Path(__file__).resolve().parent
 
 
@@ -41,10 +51,6 @@ def core_messages(root: Path = UI.parent) -> dict[str, list[str]]:
     workbench/ outside the UI, the miss causes, the scorecard's dimension names, the
     verdict's words and templates, the strategy catalog's words and the acceptance
     criteria's templates."""
-    from workbench.eval.attribution import CAUSES
-    from workbench.tune import catalog, criterion_words
-    from workbench.tune.dimension import NAMES
-    from workbench.tune.verdict import OUTCOME_WORDS, Verdict
 
     found: dict[str, list[str]] = {}
     core = [
@@ -66,11 +72,6 @@ def report_words() -> dict[str, list[str]]:
     """Every text the report renderers ask their translator for: a report with every
     section filled, rendered as Markdown and HTML by a translator that records its input
     (the words in the HTML template and the tables have no ``Message`` to scan)."""
-    from workbench.eval.attribution import CAUSES
-    from workbench.eval.messages import Message
-    from workbench.export.html_report import render_html
-    from workbench.export.markdown_report import render_markdown
-    from workbench.export.report import Report
 
     asked: dict[str, list[str]] = {}
 
@@ -102,9 +103,7 @@ def report_words() -> dict[str, list[str]]:
 
 
 def missing(lang: str = "zh") -> dict[str, list[str]]:
-    from workbench.ui.i18n import catalog
-
-    cat = catalog(lang)
+    cat = i18n.catalog(lang)
     wanted = {**core_messages(), **report_words(), **ui_strings()}
     return {s: where for s, where in wanted.items() if s not in cat}
 

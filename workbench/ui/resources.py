@@ -19,6 +19,7 @@ import streamlit as st
 from engine.chapters import KnowledgeBase
 from engine.config import EngineConfig
 from engine.tree import markdown_files, parse_kb
+from workbench.answer.llm import LLMClient
 from workbench.eval import golden, judgments
 from workbench.eval.engines import EngineCache
 from workbench.eval.evaluate import Evaluator
@@ -129,9 +130,9 @@ def forget_engines() -> None:
 def _index_status(
     index: str, manifest_mtime: float, kb_key: str, cfg_yaml: str, _kb: KnowledgeBase
 ) -> dict[str, Any]:
-    from engine.index_plan import freshness
-    from engine.manifest import MANIFEST, read_manifest
-    from engine.store import Location
+    from engine.index_plan import freshness  # deferred: loads lancedb (~2 s)
+    from engine.manifest import MANIFEST, read_manifest  # deferred: loads lancedb (~2 s)
+    from engine.store import Location  # deferred: loads lancedb (~2 s)
 
     loc = Location(index)
     m = read_manifest(loc)
@@ -211,8 +212,6 @@ def config_options(ws: Workspace) -> dict[str, str]:
 
 @st.cache_resource(show_spinner=False, max_entries=4)
 def _llm(llm_yaml: str, _cfg: EngineConfig) -> Any:
-    from workbench.answer.llm import LLMClient
-
     return LLMClient.from_config(_cfg.llm)
 
 

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 import streamlit as st
 
 from workbench.eval.golden import GoldenSet
+from workbench.ui import i18n
 
 if TYPE_CHECKING:
     from workbench.tune.experiment_log import ExperimentResult
@@ -270,7 +271,6 @@ def golden_editor_key() -> str:
     The language is part of it: the table's headers are translated, and an editor whose
     columns changed under the same key would apply its edits to the wrong columns; a new key
     makes ``restore_golden_working`` carry the edits over instead."""
-    from workbench.ui import i18n
 
     return item_key(f"{GOLDEN_EDITOR}-{i18n.current()}", golden_editor_version())
 

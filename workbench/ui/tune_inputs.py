@@ -12,6 +12,7 @@ import yaml
 
 from engine.config import all_keys
 from workbench.tune.catalog import CATALOG
+from workbench.tune.compare import parse_config_spec
 from workbench.tune.experiment_store import ExperimentStore
 from workbench.ui import resources, state, tuning_widgets
 from workbench.ui.i18n import labelled, t
@@ -128,8 +129,6 @@ def pick_specs(ws: Workspace) -> list[str]:
         )
         changes = choices[pick]
         if "__run__" in changes:  # a saved run: its config as changes of the reference
-            from workbench.tune.compare import parse_config_spec
-
             _, ref_cfg = parse_config_spec(ref, ws)
             changes = {k: new for k, (_, new) in ref_cfg.diff(changes["__run__"]).items()}
         specs.append(spec_of(ref, changes))
