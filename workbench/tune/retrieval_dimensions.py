@@ -134,9 +134,9 @@ def embedding_dimension(
 ) -> Dimension:
     """vector-only recall@5 / hybrid recall@5, both without rerank."""
     formula = Message(
-        "ratio = recall@5(vector only) / recall@5(hybrid), both without rerank; {bands}; "
-        "ratio > 1 scores 100",
-        {"bands": bands_text("ratio", EMBED_RATIO_BANDS)},
+        "r = recall@5(vector only) / recall@5(hybrid), both without rerank; {bands}; "
+        "r > 1 scores 100",
+        {"bands": bands_text("r", EMBED_RATIO_BANDS)},
     )
     vec = mode_run(run, "vector", False) or extra.get("vector")
     hyb = mode_run(run, "hybrid", False) or extra.get("hybrid")
