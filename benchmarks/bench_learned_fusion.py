@@ -41,15 +41,15 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_defaults import SHARED, bench_sets, prepare_cmrc  # noqa: E402
 
 from engine.config import EngineConfig  # noqa: E402
-from engine.pipeline import Candidates, fuse, pool_size  # noqa: E402
+from engine.pipeline import Candidates, Composed, compose, pool_size  # noqa: E402
 from engine.search import Engine  # noqa: E402
 from engine.tokenizer import tokenize  # noqa: E402
 from workbench.eval import golden  # noqa: E402
 from workbench.eval import metrics as M  # noqa: E402
-from workbench.eval.evaluate import parent_function  # noqa: E402
+from workbench.eval.evaluate import EVAL_DEPTH, parent_function  # noqa: E402
 from workbench.eval.stats import compare_paired  # noqa: E402
+from workbench.tune.trial_scoring import make_folds  # noqa: E402
 
-TOP_K = 10
 FEATURES = (
     "v_score", "v_rank", "v_norm", "v_in",
     "b_score", "b_rank", "b_norm", "b_in",
@@ -59,41 +59,43 @@ GRID = [(n, leaves) for n in (50, 150, 400) for leaves in (3, 7, 15)]
 
 
 def candidate_rows(
-    cands: Candidates, cfg: EngineConfig, pool: int, kb_nodes: dict[str, Any]
-) -> tuple[list[str], np.ndarray, list[str]]:
-    """Candidate ids, their feature matrix, and the shipped fusion's ranking of them."""
-    fused = fuse(cands, cfg, "hybrid", pool)
+    cands: Candidates, composed: Composed, cfg: EngineConfig, kb_nodes: dict[str, Any]
+) -> tuple[list[str], np.ndarray]:
+    """Candidate ids and their feature matrix (the fused pool is the pipeline's own)."""
+    pool, fused = composed.pool, composed.fused
     vec, bm = list(cands.vector[:pool]), list(cands.bm25[:pool])
     ids = list(dict.fromkeys([n for n, _ in fused] + [n for n, _ in vec] + [n for n, _ in bm]))
     v = {n: (s, r) for r, (n, s) in enumerate(vec, 1)}
     b = {n: (s, r) for r, (n, s) in enumerate(bm, 1)}
     f = {n: (s, r) for r, (n, s) in enumerate(fused, 1)}
-    vs = [s for s, _ in v.values()] or [0.0]
-    bs = [s for s, _ in b.values()] or [0.0]
+    v_min = min((s for s, _ in v.values()), default=0.0)
+    v_span = (max((s for s, _ in v.values()), default=0.0) - v_min) or 1.0
+    b_max = max((s for s, _ in b.values()), default=0.0) or 1.0
     q_tokens = set(tokenize(cands.query, cfg.lexical.tokenizer_spec))
     rows = []
     for n in ids:
         node = kb_nodes.get(n)
         title_tokens = set(tokenize(node.title, cfg.lexical.tokenizer_spec)) if node else set()
-        vsc, vr = v.get(n, (min(vs), pool + 1))
+        vsc, vr = v.get(n, (v_min, pool + 1))
         bsc, br = b.get(n, (0.0, pool + 1))
         fsc, fr = f.get(n, (0.0, len(ids) + 1))
         rows.append(
             [
-                vsc, vr, (vsc - min(vs)) / ((max(vs) - min(vs)) or 1.0), float(n in v),
-                bsc, br, bsc / (max(bs) or 1.0), float(n in b),
+                vsc, vr, (vsc - v_min) / v_span, float(n in v),
+                bsc, br, bsc / b_max, float(n in b),
                 fsc, fr,
                 float(node.level) if node else 0.0,
                 float(np.log1p(len(node.content))) if node else 0.0,
                 len(q_tokens & title_tokens) / (len(q_tokens) or 1),
             ]
         )  # fmt: skip
-    return ids, np.array(rows, dtype=float), [n for n, _ in fused]
+    return ids, np.array(rows, dtype=float)
 
 
 def score(ids: list[str], item: golden.GoldenItem, hierarchy: Any) -> dict[str, float]:
+    """The query's metrics as evaluation computes them: to the same depth, tree-aware."""
     return M.evaluate_query(
-        ids[:TOP_K],
+        ids[:EVAL_DEPTH],
         item.qrels,
         ("mrr", "hit@5", "ndcg@10"),
         hierarchy,
@@ -132,9 +134,9 @@ def learned_scores(model: Any, qs: list[dict[str, Any]], hierarchy: Any) -> dict
 
 
 def folds(qs: list[dict[str, Any]], k: int = 5) -> list[list[dict[str, Any]]]:
-    rng = np.random.default_rng(0)
-    order = rng.permutation(len(qs))
-    return [[qs[i] for i in order[j::k]] for j in range(k)]
+    """The optimizer's own fold split (by query id, seeded), so both measure alike."""
+    by_id = {q["item"].id: q for q in qs}
+    return [[by_id[i] for i in fold] for fold in make_folds(list(by_id), k, seed=0)]
 
 
 def pick_size(tune: list[dict[str, Any]], hierarchy: Any) -> tuple[int, int, float]:
@@ -161,11 +163,15 @@ def measure_set(name: str, kb: str, dataset: str, index: Path) -> dict[str, Any]
     gs = golden.load(dataset)
     nodes = eng.kb.nodes
     hierarchy = parent_function(eng.kb)
-    pool = pool_size(cfg, TOP_K, False)
+    top_k = cfg.search.top_k
+    pool = pool_size(cfg, top_k, False)
     qs = []
     for item in gs.answerable():
         cands = eng.candidates(item.query, pool=pool)
-        ids, x, fused = candidate_rows(cands, cfg, pool, nodes)
+        # The baseline is the shipped pipeline's own ranking, as evaluation builds it.
+        composed = compose(cands, cfg, top_k=top_k, mode="hybrid", depth=EVAL_DEPTH)
+        fused = [r.node_id for r in composed.ranked]
+        ids, x = candidate_rows(cands, composed, cfg, nodes)
         grades = item.qrels
         y = np.array([grades.get(n, 0) >= item.relevant_grade for n in ids], dtype=int)
         qs.append({"item": item, "ids": ids, "x": x, "y": y, "base": score(fused, item, hierarchy)})
