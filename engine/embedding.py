@@ -20,10 +20,12 @@ Heavy models are loaded once per process and shared (``engine.models``).
 from __future__ import annotations
 
 import importlib.util
+import os
 import threading
 import warnings
 import zlib
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -226,6 +228,7 @@ class OnnxUSEEmbedder(_BatchedEmbedder):
     def __init__(self, cfg: EmbeddingConfig | None = None) -> None:
         cfg = cfg or EmbeddingConfig()
         self._threads = cfg.threads
+        self._workers = embed_workers(cfg.workers)
         self._batch_size = cfg.batch_size
         self._sig = EmbedderSignature("use-onnx", self.MODEL, self.DIMS)
 
@@ -239,8 +242,36 @@ class OnnxUSEEmbedder(_BatchedEmbedder):
         # alone). Alone, it is the same in a full build, an incremental one and as a query,
         # and as fast: 143 texts/s one by one vs 124 in batches of 32 (wiki chapters, 1 thread).
         session = _onnx_use_session(self._threads)
-        rows = [session.run(["outputs"], {"inputs": [text]})[0][0] for text in texts]
+
+        def one(text: str) -> np.ndarray:
+            return session.run(["outputs"], {"inputs": [text]})[0][0]  # type: ignore[no-any-return]
+
+        if len(texts) > 1 and self._workers > 1:
+            # onnxruntime releases the GIL while it runs and a session may be run from
+            # several threads at once: the build's texts spread over the cores.
+            rows = list(_embed_pool(self._workers).map(one, texts))
+        else:
+            rows = [one(text) for text in texts]
         return np.stack(rows) if rows else np.zeros((0, self.DIMS), dtype=np.float32)
+
+
+def embed_workers(configured: int) -> int:
+    """Texts embedded at once: ``embedding.workers``, or one per CPU core when it is 0."""
+    return configured if configured > 0 else max(1, os.cpu_count() or 1)
+
+
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def _embed_pool(workers: int) -> ThreadPoolExecutor:
+    """The process-wide thread pool that runs ``workers`` embeddings at once (not a model:
+    kept out of the model cache, whose keys say which models are loaded)."""
+    with _POOLS_LOCK:
+        pool = _POOLS.get(workers)
+        if pool is None:
+            pool = _POOLS[workers] = ThreadPoolExecutor(workers, thread_name_prefix="wikirag-embed")
+        return pool
 
 
 ONNX_USE_PACKAGES = (

