@@ -119,7 +119,7 @@ def retrieve(
         if vector_backend == "lance":
             out = snap.lance_vector_top(qvec, pool, flt)
         else:
-            out = snap.vector_top(qvec, pool, mask)
+            out = snap.vector_top(qvec, pool, mask, cfg.search.exact_vector_rows)
         timings["vector"] = elapsed_ms(t)
         return out
 

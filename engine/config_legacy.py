@@ -22,6 +22,7 @@ LEGACY_VALUES: dict[str, Any] = {
     "lexical.title_b": 0.75,
     "index.ann_min_rows": 0,
     "index.passage_chars": 0,
+    "search.exact_vector_rows": 0,
 }
 _FIRST_SCHEMA = {
     "embedding": ("provider", "model", "dims", "batch_size", "base_url", "api_key_env"),

@@ -59,6 +59,9 @@ def test_candidates_depend_on_the_index_and_query_time_retrieval_not_on_fusion()
     assert ident({"lexical.k1": 1.7}) != BASE.retrieval_identity()
     assert ident({"expansion.enabled": True}) != BASE.retrieval_identity()
     assert ident({"embedding.model": "other"}) != BASE.retrieval_identity()
+    # Which vectors are scored exactly changes the vector channel's candidates.
+    assert ident({"search.exact_vector_rows": 0}) != BASE.retrieval_identity()
+    assert ident({"search.top_k": 5}) == BASE.retrieval_identity()
 
 
 def test_unstemmed_index_key_is_the_one_side_indexes_were_named_with() -> None:
