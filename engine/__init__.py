@@ -40,6 +40,7 @@ Index
   ann            the approximate vector index: shape, search budget, search
   rows           chapter rows (texts, tokens, hashes, metadata) built in batches
   passages       a chapter cut into sentence windows for its passage vectors
+  sign_codes     sign-bit codes: which of many vectors the vector channel scores exactly
   hash_tables    the manifest's per-node / per-file hashes: a base file + changes since
   manifest       ``manifest.json``: the current table, version, hashes, side files
   index_plan     what an update must do: KB hashes against the manifest's; freshness

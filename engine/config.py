@@ -77,10 +77,7 @@ class EmbeddingConfig:
     # One thread: with two, USE query embedding measured 140-200 ms instead of ~4 ms on a
     # 2-core machine under load (thread contention); indexing was 10x slower too.
     threads: int = _num(1, 1, 64)
-    # Texts the local ONNX model embeds at once in a build (0: one per CPU core). Each is
-    # one single-threaded run (no spinning thread pool, so no stall under load); the
-    # vectors are the same bit for bit. Two at once on 2 cores: chapters 55 -> 95 texts/s,
-    # passages 125 -> 230 (TiDB docs, quiet machine). Queries are embedded one by one.
+    # Texts the ONNX model embeds at once in a build (0: one per core), same vectors.
     workers: int = _num(0, 0, 64, hashed=False)
 
 
@@ -188,10 +185,7 @@ class SearchConfig:
     mode: str = _choice(*SEARCH_MODES, default="hybrid")
     top_k: int = _num(10, 1, 1000)
     expand: str = _choice(*EXPAND_MODES, default="none")
-    # Above this many vectors (chapters + passages; 0: no limit) the vector channel scores
-    # exactly only the 2,000 whose sign-bit codes are nearest the query's (engine/sign_codes.py):
-    # on the TiDB docs' 63,767 vectors, recall@30 0.995 against scanning them all.
-    exact_vector_rows: int = _num(20_000, 0, None)
+    exact_vector_rows: int = _num(20_000, 0, None)  # past it: sign codes (sign_codes.py)
 
 
 @dataclass(frozen=True)
@@ -334,17 +328,10 @@ class EngineConfig:
         return hashlib.sha256(text.encode("utf-8")).hexdigest()[:10]
 
     def retrieval_identity(self) -> dict[str, Any]:
-        """What a query's channel candidates depend on: the index, plus the keyword and
-        expansion settings applied at query time (fusion, rerank and the cut act later, so
-        evaluation re-scores cached candidates when only those change). Which vectors the
-        vector channel scores exactly (``search.exact_vector_rows``) is among them."""
-        d = self.to_dict()
-        return {
-            **self.index_identity(),
-            "lexical": d["lexical"],
-            "expansion": d["expansion"],
-            "exact_vector_rows": self.search.exact_vector_rows,
-        }
+        """What a query's channel candidates depend on: the index and RETRIEVAL_KEYS (fusion,
+        rerank and the cut act later: evaluation re-scores cached candidates for those)."""
+        d = {**self.to_dict(), "exact_vector_rows": self.search.exact_vector_rows}
+        return {**self.index_identity(), **{k: d[k] for k in RETRIEVAL_KEYS}}
 
     def diff(self, other: EngineConfig) -> dict[str, tuple[Any, Any]]:
         """Dotted keys whose values differ: key -> (self value, other value)."""
@@ -357,18 +344,16 @@ class EngineConfig:
         return out
 
 
-# The embedding keys that change the vectors: batch size, threads, timeouts and the key's
-# variable name change how vectors are fetched, not what they are.
+# The embedding keys that change the vectors (the others change how they are fetched).
 INDEX_EMBEDDING_KEYS = ("provider", "model", "dims", "base_url")
 
 
 PASSAGE_KEYS = ("passage_chars", "passage_overlap")
+RETRIEVAL_KEYS = ("lexical", "expansion", "exact_vector_rows")
 
-# How an index is built or searched at scale, not what it holds: a Ray build equals a
-# single-process one, and the approximate vector index (``ann_min_rows``) is measured by
-# `wikirag bench` (recall@10 against exact search), not by experiments on a side index.
-# They are the index keys marked ``hashed: False``: one mark, so the config hash and the
-# index identity cannot disagree about them.
+# How an index is built or searched at scale, not what it holds (a Ray build equals a
+# single-process one; ``ann_min_rows`` is measured by `wikirag bench`): the index keys marked
+# ``hashed: False``, one mark, so the config hash and the index identity cannot disagree.
 INDEX_BUILD_ONLY_KEYS = frozenset(
     f.name for f in fields(IndexConfig) if f.metadata.get("hashed") is False
 )

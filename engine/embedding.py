@@ -247,8 +247,7 @@ class OnnxUSEEmbedder(_BatchedEmbedder):
             return session.run(["outputs"], {"inputs": [text]})[0][0]  # type: ignore[no-any-return]
 
         if len(texts) > 1 and self._workers > 1:
-            # onnxruntime releases the GIL while it runs and a session may be run from
-            # several threads at once: the build's texts spread over the cores.
+            # onnxruntime releases the GIL and a session runs from several threads at once.
             rows = list(_embed_pool(self._workers).map(one, texts))
         else:
             rows = [one(text) for text in texts]
@@ -265,8 +264,7 @@ _POOLS_LOCK = threading.Lock()
 
 
 def _embed_pool(workers: int) -> ThreadPoolExecutor:
-    """The process-wide thread pool that runs ``workers`` embeddings at once (not a model:
-    kept out of the model cache, whose keys say which models are loaded)."""
+    """The process-wide pool running ``workers`` embeddings at once (not in the model cache)."""
     with _POOLS_LOCK:
         pool = _POOLS.get(workers)
         if pool is None:
