@@ -80,6 +80,9 @@ class IndexSnapshot:
     _table: ChapterTable | None = field(default=None, init=False, repr=False)
     _codes: tuple[SignCodes, np.ndarray] | None = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    # The codes take ~0.2 s to build at 64k vectors: a lock of their own, so a first coded
+    # search does not hold up a concurrent first BM25 build or table open.
+    _codes_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.row_of = {nid: i for i, nid in enumerate(self.ids)}
@@ -141,8 +144,7 @@ class IndexSnapshot:
         cand = np.flatnonzero(mask) if mask is not None else np.arange(self.rows)
         if len(cand) == 0:
             return []
-        cand, s = top_n(cand, sims[cand], n)
-        return [(self.ids[int(c)], float(x)) for c, x in zip(cand, s, strict=True)]
+        return self._ranked(cand, sims[cand], n)
 
     def _coded_top(self, q: np.ndarray, n: int) -> list[tuple[str, float]]:
         """Top-n of the chapters the vectors whose codes are nearest ``q``'s belong to, each
@@ -157,13 +159,17 @@ class IndexSnapshot:
             scored = np.einsum("ij,j->i", self.passages[passages], q)
             np.maximum.at(sims, owners[passages], scored)
         cand = np.flatnonzero(sims > -np.inf)
-        cand, s = top_n(cand, sims[cand], n)
-        return [(self.ids[int(c)], float(x)) for c, x in zip(cand, s, strict=True)]
+        return self._ranked(cand, sims[cand], n)
+
+    def _ranked(self, rows: np.ndarray, scores: np.ndarray, n: int) -> list[tuple[str, float]]:
+        """The top-n of ``rows`` by ``scores`` as (id, score); ties by row, which is id order."""
+        top, s = top_n(rows, scores, n)
+        return [(self.ids[int(c)], float(x)) for c, x in zip(top, s, strict=True)]
 
     def _sign_codes(self) -> tuple[SignCodes, np.ndarray]:
         """The codes of the chapter vectors then the passage vectors, and each passage's
         chapter row (built on first use: ~0.2 s at 64k vectors)."""
-        with self._lock:
+        with self._codes_lock:
             if self._codes is None:
                 sizes = np.diff(np.append(self.passage_starts, len(self.passages)))
                 owners = np.repeat(self.passage_rows, sizes)
