@@ -59,7 +59,12 @@ class SignCodes:
         if n >= self.rows:
             return np.arange(self.rows)
         qc = _pack((np.asarray(q, np.float32) - self.center)[None, :])[0]
-        dist = np.bitwise_count(self.codes ^ qc[:, None]).sum(axis=0, dtype=np.uint16)
+        # Word by word: each step's temporaries (one word of every row, 0.5 MB) stay in
+        # cache, where XOR of the whole matrix at once wrote and re-read a 4 MB temporary:
+        # 1.81 vs 2.52 ms at 63,767 rows (TiDB docs, interleaved, same results).
+        dist = np.bitwise_count(self.codes[0] ^ qc[0]).astype(np.uint16)
+        for word, qword in zip(self.codes[1:], qc[1:], strict=True):
+            dist += np.bitwise_count(word ^ qword)
         # The n-th smallest distance from a histogram (distances are 0..bits): one pass,
         # cheaper than a partition (0.2 vs 0.5 ms at 63,767 rows).
         cumulative = np.cumsum(np.bincount(dist, minlength=64 * len(self.codes) + 1))
