@@ -70,12 +70,25 @@ def extractive_answer(question: str, sources: Sequence[Source]) -> tuple[str, li
     return text, sorted({n for _, n, _, _ in picked})
 
 
-def lead_answer(sources: Sequence[Source], n: int = 2) -> tuple[str, list[int]]:
-    """The first ``n`` sentences of the top source, cited; ("", []) when it has none."""
+def lead_answer(
+    sources: Sequence[Source], n: int = 2, question: str | None = None
+) -> tuple[str, list[int]]:
+    """The first ``n`` sentences of the top source, cited; ("", []) when it has none.
+
+    With ``question``: of the top sources the extractive answer reads that have sentences,
+    the one whose text (titles and links included) holds most of its key terms, the earliest
+    on a tie: the chapter the coverage rule judged by, unless it is only a list of links.
+    """
     if not sources:
         return "", []
-    picked = _sentences(sources[0].content)[:n]
-    return "\n".join(f"{s} [{sources[0].n}]" for s in picked), [sources[0].n] if picked else []
+    top = sources[0]
+    if question is not None:
+        terms = key_terms(question)
+        ranked = [s for s in sources[:EXTRACTIVE_SOURCES] if _sentences(s.content)]
+        if ranked:
+            top = max(ranked, key=lambda s: (term_overlap(terms, s.text), -ranked.index(s)))
+    picked = _sentences(top.content)[:n]
+    return "\n".join(f"{s} [{top.n}]" for s in picked), [top.n] if picked else []
 
 
 def refusal_text(question: str, sources: Sequence[Source]) -> str:

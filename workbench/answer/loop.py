@@ -176,10 +176,12 @@ class AnswerRun:
                 )
         started = time.perf_counter()
         text, cited = extractive_answer(query0, sources)
-        if not text and best.judgement.by == "model" and best.judgement.verdict == "enough":
-            # The calibrated judge is confident (often a question in another language than
-            # the chapters, so no sentence shares a term): quote the top chapter's opening.
-            text, cited = lead_answer(sources)
+        if not text and best.judgement.verdict == "enough":
+            # The judge found enough (the calibrated model, or the rule finding the terms in a
+            # chapter's title, path or keywords), yet no sentence shares a term: often a
+            # question in another language than the chapters. Quote that chapter's opening.
+            by_terms = best.judgement.by == "rule"
+            text, cited = lead_answer(sources, question=query0 if by_terms else None)
         self.trace.add(
             "generate", elapsed_ms(started), f"extractive: {len(text)} chars citing {cited}"
         )
