@@ -100,13 +100,13 @@ class LexicalConfig:
     # English (Snowball / Porter2) stemming of Latin-script words, so "databases" matches
     # "database"; Chinese tokens are untouched. Changes the stored tokens: a re-index (the
     # manifest records the tokenizer spec, and an engine refuses an index built otherwise).
-    # Off by default: it raised hybrid MRR on an English handbook set (0.678 -> 0.701) but
-    # lowered it on the mixed wiki (0.689 -> 0.656), neither significant per query, and
-    # Chinese sets are unchanged (benchmarks/bench_stemming.py; the README's lexical section).
+    # On by default: hybrid MRR +0.034 on an English handbook, +0.013 Vue, +0.004 the wiki,
+    # unchanged on CMRC, the TiDB FAQ sets and the independent wiki set (docs/benchmarks.md).
+    # Saved configs from before keep it off (config_legacy).
     # "auto": stem the texts (each chapter's body, each title, each query) that are mostly
     # Latin script (engine.tokenizer.mostly_latin); any other text keeps its English words
     # as written and adds their stems, so a mixed zh/en KB's two kinds still match.
-    stem: bool | str = field(default=False, metadata={"choices": (False, True, "auto")})
+    stem: bool | str = field(default=True, metadata={"choices": (False, True, "auto")})
     # Pseudo-relevance feedback (RM3; engine/prf.py): after a first BM25 pass the top
     # ``prf_docs`` chapters lend the query ``prf_terms`` terms, weighted ``prf_weight``
     # against the original query's 1 - prf_weight, and BM25 scores again. 0 docs = off.

@@ -23,6 +23,9 @@ LEGACY_VALUES: dict[str, Any] = {
     "index.ann_min_rows": 0,
     "index.passage_chars": 0,
     "search.exact_vector_rows": 0,
+    # Not a new key, a changed default: every config saved since the key existed names it,
+    # so only the ones from before lack it, and they were unstemmed.
+    "lexical.stem": False,
 }
 _FIRST_SCHEMA = {
     "embedding": ("provider", "model", "dims", "batch_size", "base_url", "api_key_env"),

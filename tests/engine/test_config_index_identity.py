@@ -67,8 +67,10 @@ def test_candidates_depend_on_the_index_and_query_time_retrieval_not_on_fusion()
 def test_unstemmed_index_key_is_the_one_side_indexes_were_named_with() -> None:
     # Side indexes on disk are named <index>@<key>: the key of a default config must not move.
     # 78b34c5e83 is what workbench.eval.engines.index_key gave before the move, for the
-    # defaults of then: the numpy USE and one vector per chapter.
-    before = BASE.with_overrides({"embedding.provider": "use", "index.passage_chars": 0})
+    # defaults of then: the numpy USE, one vector per chapter, no stemming.
+    before = BASE.with_overrides(
+        {"embedding.provider": "use", "index.passage_chars": 0, "lexical.stem": False}
+    )
     assert before.index_key == "78b34c5e83"
     # With passages off, their other key does not name a different index.
     assert before.with_overrides({"index.passage_overlap": 7}).index_key == "78b34c5e83"

@@ -59,6 +59,7 @@ def test_a_config_saved_before_new_keys_existed_keeps_its_meaning():
         del old[section][key]
     cfg = EngineConfig.from_yaml(yaml.safe_dump(old))
     assert cfg.fusion.method == "rrf" and cfg.lexical.title_weight == 0.0
+    assert cfg.lexical.stem is False and EngineConfig().lexical.stem is True
     # a hand-written partial config gets today's defaults
     partial = EngineConfig.from_yaml("fusion:\n  k: 30\n")
     assert partial.fusion.method == EngineConfig().fusion.method == "dbsf"

@@ -40,7 +40,7 @@ def test_first_build_is_full_and_writes_manifest_and_caches(kb_dir: Path, tmp_pa
     m = read_manifest(Location(str(tmp_path / "idx")))
     assert m is not None and m.table == report.table and m.version == report.version
     assert m.signature == {"provider": "hash", "model": "char-ngram-1-3-crc32-v1", "dims": 256}
-    assert len(m.nodes) == N_NODES and m.tokenizer == "jieba-search"
+    assert len(m.nodes) == N_NODES and m.tokenizer == "jieba-search+stem"
     files = Location(str(tmp_path / "idx")).names()
     assert set(files) == {
         MANIFEST,
@@ -272,7 +272,8 @@ def test_turning_stemming_on_retokenizes_every_row_without_re_embedding(
     kb_dir: Path, tmp_path: Path
 ) -> None:
     idx = tmp_path / "idx"
-    build_index(parse_kb(kb_dir), HASH_CFG, str(idx), embedder=CountingEmbedder())
+    plain = HASH_CFG.with_overrides({"lexical.stem": False})
+    build_index(parse_kb(kb_dir), plain, str(idx), embedder=CountingEmbedder())
     stem = HASH_CFG.with_overrides({"lexical.stem": True})
     emb = CountingEmbedder()
     report = build_index(parse_kb(kb_dir), stem, str(idx), embedder=emb)

@@ -437,12 +437,12 @@ def test_a_stemmed_index_matches_inflected_queries(tmp_path: Path) -> None:
 def test_stemming_config_and_index_mismatch_is_refused(
     built: tuple[Path, Path], engine: Engine
 ) -> None:
-    kb_dir, idx = built
-    stem = HASH_CFG.with_overrides({"lexical.stem": True})
-    with pytest.raises(ConfigError, match=r"tokenizer 'jieba-search'.*run `wikirag index`"):
-        Engine.open(kb_dir, idx, stem)
-    with pytest.raises(ConfigError, match=r"lexical.stem=true"):
-        engine.with_config(stem)
+    kb_dir, idx = built  # built with the defaults: stemmed
+    plain = HASH_CFG.with_overrides({"lexical.stem": False})
+    with pytest.raises(ConfigError, match=r"tokenizer 'jieba-search\+stem'.*run `wikirag index`"):
+        Engine.open(kb_dir, idx, plain)
+    with pytest.raises(ConfigError, match=r"lexical.stem=false"):
+        engine.with_config(plain)
     # Other lexical changes still share the index (k1/b re-weight stored counts).
     assert engine.with_config(HASH_CFG.with_overrides({"lexical.k1": 1.2})) is not None
 

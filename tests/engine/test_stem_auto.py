@@ -54,9 +54,11 @@ def test_stem_accepts_saved_bools_and_auto_but_nothing_else() -> None:
 
 
 def test_auto_is_its_own_index_and_true_keeps_the_key_it_had() -> None:
+    off = EngineConfig().with_overrides({"lexical.stem": False})
     on = EngineConfig().with_overrides({"lexical.stem": True})
     auto = EngineConfig().with_overrides({"lexical.stem": "auto"})
-    assert len({EngineConfig().index_key, on.index_key, auto.index_key}) == 3
+    assert len({off.index_key, on.index_key, auto.index_key}) == 3
+    assert EngineConfig().index_key == on.index_key  # stemming is the default
     # Named before "auto" existed: {"lexical": {"stem": true}} hashed as it always was.
     assert on.index_identity()["lexical"] == {"stem": True}
 

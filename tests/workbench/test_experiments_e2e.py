@@ -99,19 +99,20 @@ def test_stemming_is_index_affecting_and_gets_a_side_index(ws) -> None:
     from engine.config import affects_index
     from workbench.eval.evaluate import retrieval_key
 
-    stem = HASH_CFG.with_overrides({"lexical.stem": True})
-    assert affects_index("lexical.stem")
+    # The workspace's index is built with the defaults, which stem: turning it off is the change.
+    plain = HASH_CFG.with_overrides({"lexical.stem": False})
+    assert HASH_CFG.lexical.stem is True and affects_index("lexical.stem")
     assert not affects_index("lexical.k1") and not affects_index("lexical.title_weight")
-    assert stem.index_key != HASH_CFG.index_key
-    assert retrieval_key(stem, "x") != retrieval_key(HASH_CFG, "x")
+    assert plain.index_key != HASH_CFG.index_key
+    assert retrieval_key(plain, "x") != retrieval_key(HASH_CFG, "x")
     # Scoring-only lexical keys keep the main index.
     assert index_location(ws, HASH_CFG.with_overrides({"lexical.k1": 1.2})) == str(ws.index)
-    side = index_location(ws, stem)
+    side = index_location(ws, plain)
     assert side.startswith(str(ws.index) + "@")
-    eng = open_engine(ws, stem, side_index=True)
-    assert eng._shared.current().snapshot.manifest.tokenizer == "jieba-search+stem"
-    res = run_experiment(ws, lambda c: evaluator(ws, c), {"lexical.stem": True})
-    assert res.cand_hash == stem.hash
+    eng = open_engine(ws, plain, side_index=True)
+    assert eng._shared.current().snapshot.manifest.tokenizer == "jieba-search"
+    res = run_experiment(ws, lambda c: evaluator(ws, c), {"lexical.stem": False})
+    assert res.cand_hash == plain.hash
 
 
 def test_log_rows_are_newest_first_and_the_trajectory_knows_the_golden_set(ws) -> None:
