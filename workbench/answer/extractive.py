@@ -81,13 +81,16 @@ def lead_answer(
     """
     if not sources:
         return "", []
-    top = sources[0]
+    top, sentences = sources[0], _sentences(sources[0].content)
     if question is not None:
         terms = key_terms(question)
-        ranked = [s for s in sources[:EXTRACTIVE_SOURCES] if _sentences(s.content)]
-        if ranked:
-            top = max(ranked, key=lambda s: (term_overlap(terms, s.text), -ranked.index(s)))
-    picked = _sentences(top.content)[:n]
+        readable = [
+            (s, sents) for s in sources[:EXTRACTIVE_SOURCES] if (sents := _sentences(s.content))
+        ]
+        if readable:
+            # max keeps the first of equal counts: the higher-ranked chapter on a tie.
+            top, sentences = max(readable, key=lambda pair: term_overlap(terms, pair[0].text))
+    picked = sentences[:n]
     return "\n".join(f"{s} [{top.n}]" for s in picked), [top.n] if picked else []
 
 

@@ -177,9 +177,9 @@ class AnswerRun:
         started = time.perf_counter()
         text, cited = extractive_answer(query0, sources)
         if not text and best.judgement.verdict == "enough":
-            # The judge found enough (the calibrated model, or the rule finding the terms in a
-            # chapter's title, path or keywords), yet no sentence shares a term: often a
-            # question in another language than the chapters. Quote that chapter's opening.
+            # The judge found enough, yet no sentence shares a term: often a question in
+            # another language than the chapters. Quote an opening: the rule's, of the chapter
+            # holding the terms (in its title, path or links); the model's or an LLM's, the top one.
             by_terms = best.judgement.by == "rule"
             text, cited = lead_answer(sources, question=query0 if by_terms else None)
         self.trace.add(
