@@ -125,6 +125,12 @@ class Engine:
         return self._shared.current().snapshot.manifest.build_id
 
     @property
+    def codes_agreement(self) -> float | None:
+        """The sign-bit codes' self-check once a search used them (engine/sign_codes.py;
+        below ``FAITHFUL_AGREEMENT`` the exact scan serves); None before or without them."""
+        return self._shared.current().snapshot.codes_agreement
+
+    @property
     def reranker_name(self) -> str | None:
         r = self._reranker()
         return r.name if r is not None else None

@@ -78,7 +78,9 @@ class IndexSnapshot:
     row_of: dict[str, int] = field(init=False)
     _bm25: dict[tuple[object, ...], BM25Index] = field(default_factory=dict, init=False, repr=False)
     _table: ChapterTable | None = field(default=None, init=False, repr=False)
-    _codes: tuple[SignCodes, np.ndarray] | None = field(default=None, init=False, repr=False)
+    # (codes, each passage's chapter row); codes None when they failed their self-check
+    _codes: tuple[SignCodes | None, np.ndarray] | None = field(default=None, init=False, repr=False)
+    codes_agreement: float | None = field(default=None, init=False)  # set on first coded use
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     # The codes take ~0.2 s to build at 64k vectors: a lock of their own, so a first coded
     # search does not hold up a concurrent first BM25 build or table open.
@@ -135,7 +137,9 @@ class IndexSnapshot:
         # searches) measured 16 ms for a 939 x 512 mat-vec that einsum does in 0.08 ms.
         q = np.asarray(qvec, dtype=np.float32)
         if mask is None and 0 < exact_rows < self.rows + len(self.passages):
-            return self._coded_top(q, n)
+            coded = self._coded_top(q, n)
+            if coded is not None:
+                return coded
         sims = np.einsum("ij,j->i", self.vectors, q)
         if len(self.passage_rows):
             # A chapter scores as the best of its own vector and its passages'.
@@ -146,10 +150,13 @@ class IndexSnapshot:
             return []
         return self._ranked(cand, sims[cand], n)
 
-    def _coded_top(self, q: np.ndarray, n: int) -> list[tuple[str, float]]:
+    def _coded_top(self, q: np.ndarray, n: int) -> list[tuple[str, float]] | None:
         """Top-n of the chapters the vectors whose codes are nearest ``q``'s belong to, each
-        scored by its best of those vectors, exactly (fewer when they cover fewer)."""
+        scored by its best of those vectors, exactly (fewer when they cover fewer); None when
+        the codes failed their self-check (the exact scan serves)."""
         codes, owners = self._sign_codes()
+        if codes is None:
+            return None
         picked = codes.nearest(q, sign_codes.RESCORE_CANDIDATES)
         chapters = picked[picked < self.rows]
         passages = picked[picked >= self.rows] - self.rows
@@ -166,15 +173,20 @@ class IndexSnapshot:
         top, s = top_n(rows, scores, n)
         return [(self.ids[int(c)], float(x)) for c, x in zip(top, s, strict=True)]
 
-    def _sign_codes(self) -> tuple[SignCodes, np.ndarray]:
-        """The codes of the chapter vectors then the passage vectors, and each passage's
-        chapter row (built on first use: ~0.2 s at 64k vectors)."""
+    def _sign_codes(self) -> tuple[SignCodes | None, np.ndarray]:
+        """The codes of the chapter vectors then the passage vectors (None when they rank
+        unlike the exact scan: ``sign_codes.agreement``), and each passage's chapter row.
+        Built on first use: ~0.2 s at 64k vectors, the self-check ~0.3 s more."""
         with self._codes_lock:
             if self._codes is None:
                 sizes = np.diff(np.append(self.passage_starts, len(self.passages)))
                 owners = np.repeat(self.passage_rows, sizes)
                 mats = (self.vectors, self.passages) if len(self.passages) else (self.vectors,)
-                self._codes = (SignCodes.of(*mats), owners)
+                codes = SignCodes.of(*mats)
+                every = np.concatenate([np.arange(self.rows), owners])
+                self.codes_agreement = sign_codes.agreement(codes, mats, every)
+                faithful = self.codes_agreement >= sign_codes.FAITHFUL_AGREEMENT
+                self._codes = (codes if faithful else None, owners)
             return self._codes
 
     def _ann_top(

@@ -150,3 +150,61 @@ def test_a_config_saved_before_the_key_keeps_the_exact_scan() -> None:
     del saved["search"]["exact_vector_rows"]
     assert EngineConfig.from_dict(fill_legacy(saved)).search.exact_vector_rows == 0
     assert EngineConfig().search.exact_vector_rows == 20_000
+
+
+def _owners_of(chapters: np.ndarray, passages: np.ndarray, per: int) -> np.ndarray:
+    return np.concatenate(
+        [np.arange(len(chapters)), np.repeat(np.arange(len(passages) // per), per)]
+    )
+
+
+def test_codes_of_clustered_vectors_agree_with_the_exact_scan(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Embedding-like: chapters around 40 topics, each with three passages near it.
+    rng = np.random.default_rng(6)
+    topics = _unit(40, 128, 7)
+    chapters = topics[rng.integers(0, 40, 600)] + 0.35 * _unit(600, 128, 8)
+    chapters /= np.linalg.norm(chapters, axis=1, keepdims=True)
+    passages = np.repeat(chapters, 3, axis=0) + 0.3 * _unit(1800, 128, 9)
+    passages /= np.linalg.norm(passages, axis=1, keepdims=True)
+    monkeypatch.setattr(sign_codes, "RESCORE_CANDIDATES", 600)
+    codes = SignCodes.of(chapters, passages)
+    assert (
+        sign_codes.agreement(codes, (chapters, passages), _owners_of(chapters, passages, 3)) >= 0.99
+    )
+
+
+def test_codes_of_vectors_whose_dimensions_say_little_one_by_one_fail_their_check(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Each vector is a few strong dimensions of either sign and faint noise elsewhere (as
+    # signed hashing gives): a bit is the noise's sign in most dimensions, so Hamming
+    # distance says little about the angle.
+    rng = np.random.default_rng(10)
+    m = np.zeros((3000, 256), np.float32)
+    for row in m:
+        row[rng.choice(256, 4, replace=False)] = rng.choice([-1.0, 1.0], 4) * rng.uniform(0.5, 1, 4)
+    m += 1e-3 * rng.standard_normal(m.shape).astype(np.float32)
+    m /= np.linalg.norm(m, axis=1, keepdims=True)
+    monkeypatch.setattr(sign_codes, "RESCORE_CANDIDATES", 300)
+    owners = np.arange(len(m))
+    assert sign_codes.agreement(SignCodes.of(m), (m,), owners) < sign_codes.FAITHFUL_AGREEMENT
+    # Codes that pick every vector are exact by construction.
+    monkeypatch.setattr(sign_codes, "RESCORE_CANDIDATES", 5000)
+    assert sign_codes.agreement(SignCodes.of(m), (m,), owners) == 1.0
+
+
+def test_codes_that_fail_their_check_leave_the_search_to_the_exact_scan(
+    big: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kb_dir, idx = big
+    monkeypatch.setattr(sign_codes, "RESCORE_CANDIDATES", 120)
+    monkeypatch.setattr(sign_codes, "FAITHFUL_AGREEMENT", 1.01)  # no codes can pass
+    cfg = HASH_CFG.with_overrides({"search.exact_vector_rows": 1})
+    snap = Engine.open(kb_dir, idx, cfg)._shared.current().snapshot
+    q = make_embedder(HASH_CFG.embedding).embed_query("重排的参数")
+    assert snap.vector_top(q, 200, None, exact_rows=1) == snap.vector_top(q, 200, None)
+    assert snap.codes_agreement is not None and snap.codes_agreement <= 1.0
+    for text in ("重排的参数", "部署 监控"):
+        assert _vector(kb_dir, idx, 1, text, pool=200) == _vector(kb_dir, idx, 0, text, pool=200)
