@@ -3,8 +3,9 @@
 Everything is measured in ONE process against a fresh index in a temp folder:
 
 - ``embed_only_s``: the embedder alone over exactly the texts the indexer embeds (every
-  chapter's ``embed_text`` plus the expansion vocabulary terms of the built index), in
-  the indexer's batch sizes, after the model is loaded and warm;
+  chapter's ``embed_text``, its passages' texts when ``index.passage_chars`` > 0, and the
+  expansion vocabulary terms of the built index), in the indexer's batch sizes, after the
+  model is loaded and warm;
 - ``index_full_s`` / ``index_incremental_s``: ``build_index`` from scratch, then again
   after one chapter of one file was edited (the KB is a temp copy, never the original);
 - per-query latency (wall clock around ``Engine.search``, after a warm-up) of the

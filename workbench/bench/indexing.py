@@ -16,7 +16,7 @@ from engine.expansion import embed_vocabulary
 from engine.indexer import build_index
 from engine.manifest import read_manifest
 from engine.parse_cache import ParseCache
-from engine.rows import embed_text
+from engine.rows import embed_text, node_passages
 from engine.store import Location
 from engine.tree import parse_kb
 from engine.types import Embedder
@@ -85,6 +85,18 @@ def load_warm_embedder(cfg: EngineConfig) -> tuple[Embedder, dict[str, Any]]:
 def time_chapter_embedding(kbase: KnowledgeBase, cfg: EngineConfig, embedder: Embedder) -> float:
     """Seconds the embedder alone takes over the chapter texts the indexer embeds."""
     texts = [embed_text(n, cfg.index.content_chars) for n in kbase.nodes.values()]
+    batch = max(1, cfg.embedding.batch_size)
+    t = time.perf_counter()
+    for start in range(0, len(texts), batch):
+        embedder.embed_documents(texts[start : start + batch])
+    return round(time.perf_counter() - t, 3)
+
+
+def time_passage_embedding(kbase: KnowledgeBase, cfg: EngineConfig, embedder: Embedder) -> float:
+    """Seconds the embedder alone takes over the passage texts the indexer embeds (0 when
+    ``index.passage_chars`` is 0): without them a build's passage embedding would count
+    as non-embedding work."""
+    texts = [t for n in kbase.nodes.values() for t in node_passages(n, cfg)]
     batch = max(1, cfg.embedding.batch_size)
     t = time.perf_counter()
     for start in range(0, len(texts), batch):

@@ -46,6 +46,7 @@ REQUIRED_KEYS = (
     "model_load_s",
     "embed_only_s",
     "embed_chapters_s",
+    "embed_passages_s",
     "embed_vocab_s",
     "vocab_terms",
     "index_full_s",
@@ -59,6 +60,7 @@ REQUIRED_KEYS = (
     "peer_build_s",
     "peer_overlap_hybrid_top10",
     "vector_exact_agreement_top10",
+    "vector_codes_self_check",
     "lance_flat_agreement_top10",
     "bm25_rank_bm25_agreement_top10",
     "bm25_reference_docs",
@@ -174,12 +176,15 @@ def _index_stages(run: _Run) -> tuple[KnowledgeBase, Embedder]:
 
     run.say(f"bench: embedding {out['chapters']} chapter texts (embedder alone)")
     out["embed_chapters_s"] = indexing.time_chapter_embedding(kbase, cfg, embedder)
+    out["embed_passages_s"] = indexing.time_passage_embedding(kbase, cfg, embedder)
     rss["embedded"] = peak_rss_mb()
     run.say("bench: full index build")
     out.update(indexing.build_full(kbase, cfg, run.idx, embedder, run.bar))
     rss["indexed"] = peak_rss_mb()
     out.update(indexing.time_vocabulary_embedding(run.idx, embedder))
-    out["embed_only_s"] = round(out["embed_chapters_s"] + out["embed_vocab_s"], 3)
+    out["embed_only_s"] = round(
+        out["embed_chapters_s"] + out["embed_passages_s"] + out["embed_vocab_s"], 3
+    )
 
     run.say("bench: incremental index (one file edited)")
     kb2, edited, fields = indexing.reparse_after_edit(run.kb_dir, kbase, parse_cache)
@@ -235,6 +240,9 @@ def _stored_vector_stages(
     out["vector_exact_agreement_top10"] = exactness.vector_agreement(
         engine, qs, qvecs, unit, passages, ids
     )
+    # Which scan served: None = exact (under search.exact_vector_rows), else the sign
+    # codes' self-check, below sign_codes.FAITHFUL_AGREEMENT the exact scan served anyway.
+    out["vector_codes_self_check"] = engine.codes_agreement
     try:
         out["lance_flat_agreement_top10"] = exactness.lance_flat_agreement(
             kb, run.idx, cfg, embedder, qs, qvecs, unit, ids, lance_flat_queries
