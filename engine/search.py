@@ -136,10 +136,13 @@ class Engine:
         return r.name if r is not None else None
 
     def warm_up(self) -> None:
-        """Load models, jieba's dictionary and the vocabulary now, not in the first search."""
+        """Load models, jieba's dictionary and the vocabulary now, not in the first search
+        (and, past ``search.exact_vector_rows``, the sign-bit codes and their self-check:
+        ~0.5 s at 64k vectors)."""
         self._embedder().embed_query("warm up")
         with contextlib.suppress(EngineError):  # e.g. a filter-free search on an empty KB
             self.candidates("warm up 预热", pool=1, mode="keyword")
+        self._shared.current().snapshot.warm_codes(self.config.search.exact_vector_rows)
         reranker = self._reranker()
         if reranker is not None:
             with contextlib.suppress(ProviderError):  # search() reports them per query

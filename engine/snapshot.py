@@ -173,6 +173,12 @@ class IndexSnapshot:
         top, s = top_n(rows, scores, n)
         return [(self.ids[int(c)], float(x)) for c, x in zip(top, s, strict=True)]
 
+    def warm_codes(self, exact_rows: int) -> None:
+        """Build the sign-bit codes (and run their self-check) now if searches past
+        ``exact_rows`` vectors will use them, so the first search does not pay for it."""
+        if not self.ann and 0 < exact_rows < self.rows + len(self.passages):
+            self._sign_codes()
+
     def _sign_codes(self) -> tuple[SignCodes | None, np.ndarray]:
         """The codes of the chapter vectors then the passage vectors (None when they rank
         unlike the exact scan: ``sign_codes.agreement``), and each passage's chapter row.

@@ -208,3 +208,13 @@ def test_codes_that_fail_their_check_leave_the_search_to_the_exact_scan(
     assert snap.codes_agreement is not None and snap.codes_agreement <= 1.0
     for text in ("重排的参数", "部署 监控"):
         assert _vector(kb_dir, idx, 1, text, pool=200) == _vector(kb_dir, idx, 0, text, pool=200)
+
+
+def test_warm_up_builds_and_checks_the_codes_only_where_searches_use_them(
+    big: tuple[Path, Path],
+) -> None:
+    kb_dir, idx = big
+    for rows, built in ((1, True), (0, False), (10**6, False)):
+        eng = Engine.open(kb_dir, idx, HASH_CFG.with_overrides({"search.exact_vector_rows": rows}))
+        eng.warm_up()
+        assert (eng.codes_agreement is not None) is built
