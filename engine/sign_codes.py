@@ -94,9 +94,11 @@ def agreement(
     row i is chapter i). 1.0 when the codes pick every row anyway.
     """
     chapters = len(mats[0])
-    if codes.rows <= RESCORE_CANDIDATES or chapters < 2:
+    # A chapter with nothing embedded has a zero vector: as a query it ties every chapter.
+    live = np.flatnonzero(np.any(mats[0], axis=1))
+    if codes.rows <= RESCORE_CANDIDATES or len(live) < 2:
         return 1.0
-    rows = np.random.default_rng(0).choice(chapters, min(probes, chapters), replace=False)
+    rows = np.random.default_rng(0).choice(live, min(probes, len(live)), replace=False)
     shares = []
     for r in rows:
         q = mats[0][r]
