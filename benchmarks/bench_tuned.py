@@ -26,6 +26,7 @@ import os
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,13 +55,13 @@ def tune_set(name: str, kb: str, ds: str, index: Path, experiments: Path, args) 
     from workbench.tune.optimizer import optimize
     from workbench.workspace import resolve
 
-    base = resolve(kb=kb, dataset=ds, experiments_root=experiments).load_config()
+    ws = resolve(kb=kb, index=index, dataset=ds, experiments_root=experiments)
+    base = ws.load_config()
     # The workspace's index is the baseline's own (bench_defaults' side index when the
     # baseline embeds or tokenizes otherwise than the built-in defaults).
     if base.index_key != EngineConfig().index_key:
-        index = Path(f"{index}@{base.index_key}")
-    ensure_index(kb, index, base)
-    ws = resolve(kb=kb, index=index, dataset=ds, experiments_root=experiments)
+        ws = replace(ws, index=Path(f"{index}@{base.index_key}"))
+    ensure_index(kb, ws.index, base)
     gs = golden.load(ds)
     t0 = time.perf_counter()
     out = optimize(

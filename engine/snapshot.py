@@ -136,7 +136,7 @@ class IndexSnapshot:
         # einsum, not BLAS: multi-threaded BLAS on a busy machine (or under concurrent
         # searches) measured 16 ms for a 939 x 512 mat-vec that einsum does in 0.08 ms.
         q = np.asarray(qvec, dtype=np.float32)
-        if mask is None and 0 < exact_rows < self.rows + len(self.passages):
+        if mask is None and self._uses_codes(exact_rows):
             coded = self._coded_top(q, n)
             if coded is not None:
                 return coded
@@ -173,10 +173,14 @@ class IndexSnapshot:
         top, s = top_n(rows, scores, n)
         return [(self.ids[int(c)], float(x)) for c, x in zip(top, s, strict=True)]
 
+    def _uses_codes(self, exact_rows: int) -> bool:
+        """Whether an unfiltered search with ``exact_rows`` goes through the sign-bit codes."""
+        return not self.ann and 0 < exact_rows < self.rows + len(self.passages)
+
     def warm_codes(self, exact_rows: int) -> None:
         """Build the sign-bit codes (and run their self-check) now if searches past
         ``exact_rows`` vectors will use them, so the first search does not pay for it."""
-        if not self.ann and 0 < exact_rows < self.rows + len(self.passages):
+        if self._uses_codes(exact_rows):
             self._sign_codes()
 
     def _sign_codes(self) -> tuple[SignCodes | None, np.ndarray]:

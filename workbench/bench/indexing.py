@@ -85,11 +85,7 @@ def load_warm_embedder(cfg: EngineConfig) -> tuple[Embedder, dict[str, Any]]:
 def time_chapter_embedding(kbase: KnowledgeBase, cfg: EngineConfig, embedder: Embedder) -> float:
     """Seconds the embedder alone takes over the chapter texts the indexer embeds."""
     texts = [embed_text(n, cfg.index.content_chars) for n in kbase.nodes.values()]
-    batch = max(1, cfg.embedding.batch_size)
-    t = time.perf_counter()
-    for start in range(0, len(texts), batch):
-        embedder.embed_documents(texts[start : start + batch])
-    return round(time.perf_counter() - t, 3)
+    return _time_embedding(texts, cfg, embedder)
 
 
 def time_passage_embedding(kbase: KnowledgeBase, cfg: EngineConfig, embedder: Embedder) -> float:
@@ -97,6 +93,11 @@ def time_passage_embedding(kbase: KnowledgeBase, cfg: EngineConfig, embedder: Em
     ``index.passage_chars`` is 0): without them a build's passage embedding would count
     as non-embedding work."""
     texts = [t for n in kbase.nodes.values() for t in node_passages(n, cfg)]
+    return _time_embedding(texts, cfg, embedder)
+
+
+def _time_embedding(texts: list[str], cfg: EngineConfig, embedder: Embedder) -> float:
+    """Seconds ``embedder`` takes over ``texts`` in the indexer's batch size."""
     batch = max(1, cfg.embedding.batch_size)
     t = time.perf_counter()
     for start in range(0, len(texts), batch):
