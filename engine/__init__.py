@@ -28,6 +28,7 @@ Models and text
   embedding      embedding providers (texts -> unit float32 vectors)
   cjk            which characters are CJK ideographs (one definition)
   tokenizer      jieba tokenizer (+ optional stemming), stop words
+  scripts        a query's script against the index's chapters (cross-lingual queries)
   sparse_counts  term-count matrices as data: count, align, patch rows, save, load
   lexical        BM25 / BM25F over a sparse term matrix
   bm25_batch     many queries x many k1/b settings at once (optimizer, evaluation)

@@ -26,6 +26,7 @@ from engine.errors import EngineError
 from engine.expansion import expand_query
 from engine.lexical import BM25Params
 from engine.pipeline import Candidates
+from engine.scripts import query_script_share
 from engine.snapshot import IndexSnapshot
 from engine.store import FILTER_KEYS
 from engine.tokenizer import tokenize
@@ -148,6 +149,7 @@ def retrieve(
         expansion_terms=tuple(terms),
         pool=pool,
         timings=timings,
+        script_share=query_script_share(query, snap.script_shares),
     )
 
 

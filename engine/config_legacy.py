@@ -18,6 +18,7 @@ from typing import Any
 LEGACY_VALUES: dict[str, Any] = {
     "fusion.method": "rrf",
     "fusion.normalization": "minmax",
+    "fusion.cross_lingual_bm25": 1.0,
     "lexical.title_weight": 0.0,
     "lexical.title_b": 0.75,
     "index.ann_min_rows": 0,

@@ -19,6 +19,7 @@ from functools import partial
 
 from engine.config import EngineConfig
 from engine.fusion import FUSIONS
+from engine.scripts import is_cross_lingual
 
 # Candidate pool kept per channel in caches; any config with top_k * multiplier above this
 # needs a fresh retrieval (the evaluator checks ``Candidates.pool``).
@@ -35,6 +36,9 @@ class Candidates:
     expansion_terms: tuple[str, ...] = ()
     pool: int = 0  # how many per channel were asked for (lists may be shorter)
     timings: Mapping[str, float] = field(default_factory=dict)
+    # Share of the index's chapters written in the query's script (engine/scripts.py); under
+    # one half the query is cross-lingual and fusion.cross_lingual_bm25 weighs BM25.
+    script_share: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,13 @@ def pool_size(cfg: EngineConfig, top_k: int, use_rerank: bool) -> int:
     return max(top_k, top_k * mult)
 
 
+def bm25_scale(cands: Candidates, cfg: EngineConfig) -> float:
+    """What the keyword channel's weight is multiplied by for this query: the config's
+    ``fusion.cross_lingual_bm25`` for a query in a script few chapters are written in
+    (BM25 cannot match its words in the others), else 1."""
+    return cfg.fusion.cross_lingual_bm25 if is_cross_lingual(cands.script_share) else 1.0
+
+
 def fuse(cands: Candidates, cfg: EngineConfig, mode: str, pool: int) -> list[tuple[str, float]]:
     """Fuse the channels for a search mode, each channel cut to ``pool`` first."""
     if mode == "vector":
@@ -69,7 +80,7 @@ def fuse(cands: Candidates, cfg: EngineConfig, mode: str, pool: int) -> list[tup
     method = FUSIONS.get(f.method)
     if method is None:
         raise ValueError(f"fusion.method must be one of {', '.join(FUSIONS)}; got {f.method!r}")
-    weights = {"vector": f.vector_weight, "bm25": f.bm25_weight}
+    weights = {"vector": f.vector_weight, "bm25": f.bm25_weight * bm25_scale(cands, cfg)}
     channels = {"vector": cands.vector[:pool], "bm25": cands.bm25[:pool]}
     return method.fuse(channels, weights, f)
 

@@ -18,6 +18,7 @@ prefilter=True)``, pinned to the snapshot's table version) for checking and comp
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 from collections.abc import Mapping, Sequence
@@ -34,6 +35,7 @@ from engine.expansion import Vocabulary
 from engine.index_caches import current_counts, split_lexical_payload
 from engine.lexical import BM25Index, RankBM25Reference, SparseBM25, title_tokens
 from engine.manifest import Manifest
+from engine.scripts import chapter_script_shares
 from engine.sign_codes import SignCodes
 from engine.sparse_counts import aligned_counts
 from engine.store import (
@@ -119,6 +121,11 @@ class IndexSnapshot:
             else:
                 mask &= np.isin(self.columns[key], list(values))
         return mask
+
+    @functools.cached_property
+    def script_shares(self) -> dict[str, float]:
+        """Share of chapters written in each script (engine/scripts.py), on first use."""
+        return chapter_script_shares(self.lexical.counts, self.lexical.terms)
 
     def vector_top(
         self, qvec: np.ndarray, n: int, mask: np.ndarray | None, exact_rows: int = 0

@@ -95,8 +95,24 @@ LATIN_LETTERS_PER_CJK = 3
 
 def mostly_latin(text: str) -> bool:
     """Whether ``text`` is mostly Latin-script by content (what ``stem: auto`` stems)."""
-    latin = len(_LATIN_LETTER.findall(text))
-    return latin > 0 and latin > LATIN_LETTERS_PER_CJK * len(_CJK_CHAR.findall(text))
+    return script_of(text) == LATIN
+
+
+LATIN, CJK = "latin", "cjk"  # the scripts ``script_of`` tells apart
+
+
+def script_of(text: str) -> str:
+    """``LATIN`` when ``text``'s Latin letters outnumber three times its CJK characters,
+    else ``CJK`` when it has any, else "" (digits and punctuation only)."""
+    latin, cjk = script_letters(text)
+    if latin > 0 and latin > LATIN_LETTERS_PER_CJK * cjk:
+        return LATIN
+    return CJK if cjk > 0 else ""
+
+
+def script_letters(text: str) -> tuple[int, int]:
+    """(Latin letters, CJK characters) in ``text``."""
+    return len(_LATIN_LETTER.findall(text)), len(_CJK_CHAR.findall(text))
 
 
 # Lowercased Latin-script words (ASCII and Latin-1/Extended-A/B letters) are stemmed; CJK,
@@ -156,12 +172,16 @@ def tokenize(text: str, mode: str = "jieba-search") -> list[str]:
 
 __all__ = [
     "AUTO_STEM_SUFFIX",
+    "CJK",
+    "LATIN",
     "LATIN_LETTERS_PER_CJK",
     "STEM_SUFFIX",
     "STOP_WORDS",
     "TOKENIZER_MODES",
     "mostly_latin",
     "parse_tokenizer_spec",
+    "script_letters",
+    "script_of",
     "stem_word",
     "tokenize",
     "tokenizer_spec",

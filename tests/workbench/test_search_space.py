@@ -50,6 +50,7 @@ def test_normalization_only_for_convex_fusion() -> None:
     if "fusion.method" not in all_keys():
         pytest.skip("this EngineConfig has no fusion.method yet")
     common = {"search.mode": "hybrid", "fusion.bm25_weight": 1.0, "fusion.multiplier": 3}
+    common |= {"fusion.cross_lingual_bm25": 0.2}
     common |= {"lexical.k1": 1.2, "lexical.b": 0.5, "expansion.enabled": True}
     common |= {"lexical.title_weight": 0.0, "lexical.prf_docs": 0}
     rrf = _values(common | {"fusion.method": "rrf", "fusion.k": 60.0})

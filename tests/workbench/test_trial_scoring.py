@@ -108,3 +108,45 @@ def test_trial_values_on_a_stemmed_index_equal_a_full_evaluation(setup, tmp_path
         gs, cfg, modes=["keyword"], split="tune"
     )
     assert scorer.per_query(cfg) == {q: m["mrr"] for q, m in run.per_query("keyword").items()}
+
+
+def test_cross_lingual_trials_equal_a_full_evaluation(tmp_path) -> None:
+    """English questions over a mostly Chinese KB: a trial re-fuses with each query's script
+    share from the bank, so fusion.cross_lingual_bm25 scores as a live evaluation does."""
+    import yaml
+
+    from engine.indexer import build_index
+    from engine.tree import parse_kb
+    from tests.engine.engine_kit import TINY_KB, write_kb
+
+    english = {"api/http.md": "# HTTP API\n\nRerank and chunking endpoints return JSON.\n"}
+    kb = write_kb(tmp_path / "kb", {**TINY_KB, **english})
+    index = tmp_path / "idx"
+    build_index(parse_kb(kb), HASH_CFG, str(index))
+    engine = Engine.open(kb, index, HASH_CFG)
+    leaves = sorted(n for n, node in engine.kb.nodes.items() if node.level >= 2)
+    questions = ["How does rerank work?", "What is chunking?", "重排怎么做", "切块策略是什么"]
+    queries = [
+        {"id": f"x{i}", "query": q, "relevant": [leaves[i % len(leaves)]], "split": "tune"}
+        for i, q in enumerate(questions * 3)
+    ]
+    path = tmp_path / "set.yaml"
+    path.write_text(yaml.safe_dump({"name": "x", "queries": queries}, allow_unicode=True))
+    gs = golden.load(path)
+    items = gs.answerable("tune")
+    bank = ChannelBank(Evaluator(engine, EvalCache()), HASH_CFG, items, depth=100)
+    assert [round(c.script_share, 3) for c in bank.candidates(HASH_CFG)][:3] == [
+        pytest.approx(0.2, abs=0.2),
+        pytest.approx(0.2, abs=0.2),
+        pytest.approx(0.8, abs=0.2),
+    ]
+    scorer = TrialScorer(bank, make_folds([i.id for i in items], 3, seed=0))
+    values = {}
+    for weight in (0.0, 1.0):
+        cfg = HASH_CFG.with_overrides({"fusion.cross_lingual_bm25": weight})
+        run = Evaluator(Engine.open(kb, index, cfg), EvalCache()).run(
+            gs, cfg, modes=["hybrid"], split="tune"
+        )
+        values[weight] = scorer.per_query(cfg)
+        assert values[weight] == {q: m["mrr"] for q, m in run.per_query("hybrid").items()}
+    assert any(values[0.0][q] != values[1.0][q] for q in values[0.0])  # the key moved a query

@@ -145,6 +145,15 @@ SEARCH_SPACE: tuple[ParamSpec, ...] = (
         when=(("search.mode", HYBRID),),
     ),
     ParamSpec(
+        "fusion.cross_lingual_bm25",
+        "float",
+        0.0,
+        1.0,
+        step=0.1,
+        when=(("search.mode", HYBRID),),
+        why="BM25 cannot match a question's words in chapters of another language",
+    ),
+    ParamSpec(
         "fusion.multiplier",
         "int",
         1,

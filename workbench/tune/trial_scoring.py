@@ -59,6 +59,7 @@ class ChannelBank:
     depth: int = MAX_CACHED_POOL  # candidates kept per channel (the deepest pool searched)
     progress: ProgressFn | None = None
     _vector: list[tuple[tuple[str, float], ...]] = field(default_factory=list, init=False)
+    _script_share: list[float] = field(default_factory=list, init=False)  # per query, of the KB
     _terms: dict[str, list[tuple[str, ...]]] = field(default_factory=dict, init=False)
     _tokens: dict[str, list[list[str]]] = field(default_factory=dict, init=False)
     _bm25: dict[str, list[tuple[tuple[str, float], ...]]] = field(default_factory=dict, init=False)
@@ -68,6 +69,7 @@ class ChannelBank:
             raise EngineError(f"channel depth {self.depth} exceeds the cached {MAX_CACHED_POOL}")
         cands = self._retrieve(self.base, "vector channel")
         self._vector = [c.vector[: self.depth] for c in cands]
+        self._script_share = [c.script_share for c in cands]
         self._terms[_expansion_key(self.base)] = [c.expansion_terms for c in cands]
         # The baseline's own BM25 channel came with the retrieval.
         self._bm25[_lexical_key(self.base)] = [c.bm25[: self.depth] for c in cands]
@@ -122,8 +124,10 @@ class ChannelBank:
         lexical = self.bm25(cfg) if mode != "vector" else [() for _ in self.items]
         vector = self._vector if mode != "keyword" else [() for _ in self.items]
         return [
-            Candidates(it.query, v, b, t, self.depth)
-            for it, v, b, t in zip(self.items, vector, lexical, terms, strict=True)
+            Candidates(it.query, v, b, t, self.depth, script_share=share)
+            for it, v, b, t, share in zip(
+                self.items, vector, lexical, terms, self._script_share, strict=True
+            )
         ]
 
 
