@@ -35,7 +35,7 @@ from engine.index_plan import freshness
 from engine.indexer import IndexReport, build_index, drop_stale_tables
 from engine.manifest import read_manifest
 from engine.parse_cache import ParseCache
-from engine.pipeline import Candidates, compose, pool_size
+from engine.pipeline import Candidates, bm25_scale, compose, pool_size
 from engine.rerank import make_reranker, reranker_input
 from engine.response import index_stats, lookup_node, to_result
 from engine.shared import SharedIndex, State, rerank_key
@@ -357,6 +357,7 @@ class Engine:
             config_hash=cfg.hash,
             expansion_terms=list(cands.expansion_terms),
             warnings=warnings,
+            bm25_scale=bm25_scale(cands, cfg) if mode == "hybrid" else 1.0,
         )
 
     def chapter(self, node_id: str) -> Node:

@@ -77,6 +77,9 @@ class SearchResponse:
     config_hash: str
     expansion_terms: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # What the keyword channel's fusion weight was multiplied by for this query: the
+    # config's fusion.cross_lingual_bm25 for a cross-lingual question, else 1.
+    bm25_scale: float = 1.0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -89,4 +92,5 @@ class SearchResponse:
             "config_hash": self.config_hash,
             "expansion_terms": self.expansion_terms,
             "warnings": self.warnings,
+            "bm25_scale": self.bm25_scale,
         }

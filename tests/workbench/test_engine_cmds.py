@@ -118,3 +118,19 @@ def test_parse_filters() -> None:
 
     with pytest.raises(EngineError, match="KEY=VALUE"):
         parse_filters(["category"])
+
+
+def test_search_says_when_a_question_is_cross_lingual(ws: Path, capsys) -> None:
+    # The tiny KB is Chinese: an English question there is cross-lingual.
+    assert _run(capsys, "index", "--kb", "kb", *HASH)[0] == 0
+    rc, out, _ = _run(capsys, "search", "How does rerank work?", "--kb", "kb", *HASH)
+    assert rc == 0
+    assert "cross-lingual question: keyword channel weight x 0.2 (fusion.cross_lingual_bm25)" in out
+    rc, out, _ = _run(capsys, "search", "How does rerank work?", "--kb", "kb", *HASH, "--json")
+    assert json.loads(out)["bm25_scale"] == 0.2
+    for argv in (["重排怎么做"], ["How does rerank work?", "--mode", "keyword"]):
+        rc, out, _ = _run(capsys, "search", *argv, "--kb", "kb", *HASH)
+        assert rc == 0 and "cross-lingual" not in out
+    off = ["--set", "fusion.cross_lingual_bm25=1"]
+    rc, out, _ = _run(capsys, "search", "How does rerank work?", "--kb", "kb", *HASH, *off)
+    assert rc == 0 and "cross-lingual" not in out

@@ -212,6 +212,11 @@ def _search(args: argparse.Namespace) -> int:
             out.write(f"      {e['relation']}: {e['node_id']}  {e['title']}\n")
     if resp.expansion_terms:
         out.write(f"expansion: {', '.join(resp.expansion_terms)}\n")
+    if resp.bm25_scale != 1.0:
+        out.write(
+            f"cross-lingual question: keyword channel weight x {resp.bm25_scale:g} "
+            "(fusion.cross_lingual_bm25)\n"
+        )
     stages = " · ".join(f"{k} {v:.1f}" for k, v in resp.timings.items())
     out.write(
         f"{len(resp.results)} of {resp.total} candidates in {resp.took_ms:.1f} ms "

@@ -133,6 +133,11 @@ class SearchResponseModel(BaseModel):
     config_hash: str
     expansion_terms: list[str] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
+    bm25_scale: float = Field(
+        default=1.0,
+        description="the keyword channel's fusion weight times this for the query "
+        "(fusion.cross_lingual_bm25 for a cross-lingual question, else 1)",
+    )
 
 
 class ChapterBrief(BaseModel):

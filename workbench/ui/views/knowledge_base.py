@@ -212,6 +212,11 @@ with ui.guarded(t("Knowledge base")):
                 if resp.expansion_terms
                 else ""
             )
+            + (
+                t(" · cross-lingual question: keyword weight × {scale}", scale=resp.bm25_scale)
+                if resp.bm25_scale != 1.0
+                else ""
+            )
         )
         st.caption(
             t("stage timings: ")
