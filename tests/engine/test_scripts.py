@@ -84,3 +84,14 @@ def test_a_search_knows_the_share_of_chapters_in_its_querys_script(tmp_path: Pat
     assert is_cross_lingual(english.script_share) and 0 < english.script_share < 0.5
     assert chinese.script_share == pytest.approx(1 - english.script_share)
     assert engine.candidates("2024", pool=5).script_share == 1.0
+
+
+def test_a_big_index_reads_its_shares_off_evenly_spaced_chapters(monkeypatch) -> None:
+    import engine.scripts as scripts
+
+    texts = ["检索增强生成的切块策略", "Chunking splits a page", "重排模型对候选做精排"] * 40
+    exact = _shares(texts)
+    monkeypatch.setattr(scripts, "SAMPLE_CHAPTERS", 30)
+    sampled = _shares(texts)
+    assert sampled[LATIN] == pytest.approx(exact[LATIN], abs=0.05)
+    assert sampled[LATIN] + sampled[CJK] == pytest.approx(1.0)
