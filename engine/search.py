@@ -38,6 +38,7 @@ from engine.parse_cache import ParseCache
 from engine.pipeline import Candidates, bm25_scale, compose, pool_size
 from engine.rerank import make_reranker, reranker_input
 from engine.response import index_stats, lookup_node, to_result
+from engine.scripts import query_script_share
 from engine.shared import SharedIndex, State, rerank_key
 from engine.tokenizer import parse_tokenizer_spec, warm_up
 from engine.tree import parse_kb
@@ -129,6 +130,11 @@ class Engine:
         """The sign-bit codes' self-check once a search used them (engine/sign_codes.py;
         below ``FAITHFUL_AGREEMENT`` the exact scan serves); None before or without them."""
         return self._shared.current().snapshot.codes_agreement
+
+    def query_script_share(self, query: str) -> float:
+        """Share of this index's chapters written in a script ``query`` uses (below one half
+        the query is cross-lingual; engine/scripts.py)."""
+        return query_script_share(query, self._shared.current().snapshot.script_shares)
 
     @property
     def reranker_name(self) -> str | None:

@@ -54,6 +54,7 @@ def test_index_search_chapter_stats(ws: Path, capsys) -> None:
         "config_hash",
         "expansion_terms",
         "warnings",
+        "bm25_scale",
     }
     assert len(data["results"]) == 2
     assert data["results"][0]["node_id"] == "retrieval/rerank#重排/延迟"

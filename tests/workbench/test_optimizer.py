@@ -229,3 +229,22 @@ def test_every_optimizer_experiment_records_its_optimism(ws) -> None:
     assert "optimism" in out.experiment.notes
     names = [c.name for c in out.experiment.decision.criteria]
     assert "nested-CV gain on unseen folds" in names
+
+
+def test_a_set_without_cross_lingual_questions_does_not_search_the_cross_lingual_key(ws) -> None:
+    from types import SimpleNamespace
+
+    from workbench.tune.optimizer import without_inert
+    from workbench.tune.search_space import SEARCH_SPACE, available
+
+    # The synthetic KB and its questions are English: the key cannot move a query there.
+    out = optimize(ws, _ev(ws), trials=3, seed=0, k_folds=3, yes=True, dry_run=True)
+    assert "fusion.cross_lingual_bm25" not in [s["key"] for s in out.study.space]
+    assert any("no tune question is cross-lingual" in n for n in out.study.notes)
+    # One cross-lingual tune question keeps it in the space.
+    gs = golden.load(ws.dataset)
+    first = gs.answerable("tune")[0].query
+    engine = SimpleNamespace(query_script_share=lambda q: 0.2 if q == first else 0.9)
+    specs = available(SEARCH_SPACE)
+    kept, note = without_inert(specs, gs, SimpleNamespace(engine=engine))  # type: ignore[arg-type]
+    assert kept == specs and note == ""

@@ -30,6 +30,7 @@ from typing import Any
 from engine.config import EngineConfig
 from engine.errors import EngineError
 from engine.pipeline import MAX_CACHED_POOL, pool_size
+from engine.scripts import is_cross_lingual
 from workbench.eval import golden
 from workbench.eval.evaluate import Evaluator, parent_function
 from workbench.tune import rule as rules
@@ -201,13 +202,17 @@ def optimize(
         specs = size_guard.select(specs, params)
     records = store.load_records()
     size = size_guard.size_guard(gs, specs, records)
+    inert = ""
+    if not params and (size.ok or yes or narrow):  # the search will run: open the index
+        specs, inert = without_inert(specs, gs, evaluator_for(store.baseline_config()))
+        size = size_guard.size_guard(gs, specs, records)
     narrowed = ""
     if narrow and size.too_few_queries:
         narrowed = f"{size.message()}; --narrow: "
         specs = size_guard.narrowed(specs, size)
         narrowed += f"searching {', '.join(s.key for s in specs)} only"
         size = size_guard.size_guard(gs, specs, records)
-    note = "; ".join(n for n in (narrowed, size_guard.check(size, yes=yes)) if n)
+    note = "; ".join(n for n in (inert, narrowed, size_guard.check(size, yes=yes)) if n)
     guard = contextlib.nullcontext() if dry_run else store.writing("optimize", notify)
     with guard:
         if note and notify:  # once the lock is held: a refusal stays the one line it was
@@ -295,6 +300,29 @@ def _search_and_submit(
     if not dry_run:
         sidecar = save_study(store.folder, study)
     return Outcome(study, result, sidecar)
+
+
+# Keys that move no query of a set without cross-lingual questions (engine/scripts.py):
+# searched there they only take a place the size guard counts.
+CROSS_LINGUAL_KEYS = ("fusion.cross_lingual_bm25",)
+
+
+def without_inert(
+    specs: Sequence[ParamSpec], gs: golden.GoldenSet, evaluator: Evaluator
+) -> tuple[tuple[ParamSpec, ...], str]:
+    """``specs`` less the keys that cannot move a tune query of ``gs``, and a note naming
+    them ("" when none is left out)."""
+    share = getattr(evaluator.engine, "query_script_share", None)
+    items = gs.answerable("tune")
+    if share is None or any(is_cross_lingual(share(i.query)) for i in items):
+        return tuple(specs), ""
+    kept = tuple(s for s in specs if s.key not in CROSS_LINGUAL_KEYS)
+    if len(kept) == len(specs):
+        return kept, ""
+    return kept, (
+        f"not searching {', '.join(CROSS_LINGUAL_KEYS)}: no tune question is cross-lingual "
+        "for this index"
+    )
 
 
 def size_guard_for(ws: Workspace) -> size_guard.SizeGuard:
