@@ -3,11 +3,14 @@ side by side, and "Run as experiment" with its verdict in place."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pandas as pd
 import streamlit as st
 
+from engine.config import EngineConfig
+from engine.scripts import is_cross_lingual
 from workbench.eval.measures import shown
 from workbench.tune.compare import Comparison
 from workbench.tune.query_matrix import SLICES
@@ -143,11 +146,49 @@ def _cell_colour(v: Any) -> str:
     return f"background-color: rgba({'46,160,67' if v > 0 else '207,34,46'},{alpha:.2f})"
 
 
-def query_view(c: Comparison, qid: str, kb: Any) -> None:
+def cross_lingual_line(
+    labels: Sequence[str], cfgs: Sequence[EngineConfig], share: float
+) -> str | None:
+    """Why BM25 counted less for a question in each hybrid config: the question uses only
+    scripts ``share`` of the index's chapters are written in (None when it is not
+    cross-lingual, or no config fuses)."""
+    hybrid = [(label, cfg) for label, cfg in zip(labels, cfgs, strict=True)
+              if cfg.search.mode == "hybrid"]  # fmt: skip
+    if not is_cross_lingual(share) or not hybrid:
+        return None
+    if all(cfg.fusion.cross_lingual_bm25 == 1.0 for _, cfg in hybrid):
+        return t(
+            "Cross-lingual question: only {share} of the chapters are written in its script, "
+            "where BM25 can match its words; compare `fusion.cross_lingual_bm25=0.2` to weigh "
+            "the keyword channel down for such questions.",
+            share=f"{share:.0%}",
+        )
+    return t(
+        "Cross-lingual question: only {share} of the chapters are written in its script, so "
+        "fusion weighs the keyword channel by `fusion.cross_lingual_bm25`: {scales}",
+        share=f"{share:.0%}",
+        scales=" · ".join(
+            f"`{label}` × {cfg.fusion.cross_lingual_bm25:g}" for label, cfg in hybrid
+        ),
+    )
+
+
+def query_view(
+    c: Comparison,
+    qid: str,
+    kb: Any,
+    cfgs: Sequence[EngineConfig] = (),
+    script_share: Callable[[str], float] | None = None,
+) -> None:
     """One query in every config: ranked lists side by side, gold marked, rank moves against
-    the reference, snippets with the query's terms, the stage that lost each gold chapter."""
+    the reference, snippets with the query's terms, the stage that lost each gold chapter
+    (and, for a cross-lingual question, what each config did to the keyword channel)."""
     sbs = c.side_by_side(qid, kb=kb)
     st.markdown(f"#### {sbs.qid} · {snippets.escape_markdown(sbs.query)}")
+    if script_share is not None and len(cfgs) == len(c.labels):
+        note = cross_lingual_line(c.labels, cfgs, script_share(sbs.query))
+        if note:
+            st.caption(note)
     cols = st.columns(len(sbs.columns))
     for i, (col, column) in enumerate(zip(cols, sbs.columns, strict=True)):
         with col, st.container(border=True):

@@ -57,7 +57,13 @@ with ui.guarded(t("Tune")):
         qid = tune_results.matrix(res)
         if qid is not None:
             st.query_params.from_dict(tune_inputs.link_params(list(res.labels), qid))
-            tune_results.query_view(res, qid, resources.kb(ws))
+            tune_results.query_view(
+                res,
+                qid,
+                resources.kb(ws),
+                cfgs,
+                resources.engine(ws, cfgs[0]).query_script_share,
+            )
         st.subheader(t("Keep or drop"))
         store = ExperimentStore(ws.experiments)
         baseline = store.baseline_config()
