@@ -149,7 +149,8 @@ def retrieve(
         expansion_terms=tuple(terms),
         pool=pool,
         timings=timings,
-        script_share=query_script_share(query, snap.script_shares),
+        # A filter keeps chapters whose mix may differ from the index's (an English folder).
+        script_share=query_script_share(query, snap.script_shares_of(mask)),
     )
 
 

@@ -35,7 +35,7 @@ from engine.expansion import Vocabulary
 from engine.index_caches import current_counts, split_lexical_payload
 from engine.lexical import BM25Index, RankBM25Reference, SparseBM25, title_tokens
 from engine.manifest import Manifest
-from engine.scripts import chapter_script_shares
+from engine.scripts import chapter_scripts, script_shares
 from engine.sign_codes import SignCodes
 from engine.sparse_counts import aligned_counts
 from engine.store import (
@@ -123,9 +123,18 @@ class IndexSnapshot:
         return mask
 
     @functools.cached_property
+    def chapter_scripts(self) -> np.ndarray:
+        """Each row's script code (engine/scripts.py), on first use."""
+        return chapter_scripts(self.lexical.counts, self.lexical.terms)
+
+    @functools.cached_property
     def script_shares(self) -> dict[str, float]:
-        """Share of chapters written in each script (engine/scripts.py), on first use."""
-        return chapter_script_shares(self.lexical.counts, self.lexical.terms)
+        """Share of chapters written in each script (engine/scripts.py)."""
+        return script_shares(self.chapter_scripts)
+
+    def script_shares_of(self, mask: np.ndarray | None) -> dict[str, float]:
+        """``script_shares`` of the rows a filter ``mask`` keeps (all rows for None)."""
+        return self.script_shares if mask is None else script_shares(self.chapter_scripts, mask)
 
     def vector_top(
         self, qvec: np.ndarray, n: int, mask: np.ndarray | None, exact_rows: int = 0

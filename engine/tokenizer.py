@@ -85,8 +85,20 @@ def parse_tokenizer_spec(spec: str) -> tuple[str, bool | str]:
     return mode, stem
 
 
-_LATIN_LETTER = re.compile(r"[A-Za-z\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f]")
-_CJK_CHAR = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+# Code point ranges (inclusive) of the letters ``script_of`` counts: Latin letters (ASCII,
+# Latin-1, Extended-A/B) and CJK characters (kana, ideographs, Hangul syllables). One
+# definition for the regexes below and engine/scripts.py's vectorised count.
+LATIN_RANGES = ((0x41, 0x5A), (0x61, 0x7A), (0xC0, 0xD6), (0xD8, 0xF6), (0xF8, 0x24F))
+CJK_RANGES = ((0x3040, 0x30FF), (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xAC00, 0xD7AF),
+              (0xF900, 0xFAFF))  # fmt: skip
+
+
+def _char_class(ranges: tuple[tuple[int, int], ...]) -> re.Pattern[str]:
+    return re.compile("[" + "".join(f"{chr(a)}-{chr(b)}" for a, b in ranges) + "]")
+
+
+_LATIN_LETTER = _char_class(LATIN_RANGES)
+_CJK_CHAR = _char_class(CJK_RANGES)
 # A CJK character carries about what three Latin letters do (an English rendering of a
 # Chinese text runs about three letters per character), so a text is "mostly Latin" when
 # its Latin letters outnumber three times its CJK characters.
@@ -173,8 +185,10 @@ def tokenize(text: str, mode: str = "jieba-search") -> list[str]:
 __all__ = [
     "AUTO_STEM_SUFFIX",
     "CJK",
+    "CJK_RANGES",
     "LATIN",
     "LATIN_LETTERS_PER_CJK",
+    "LATIN_RANGES",
     "STEM_SUFFIX",
     "STOP_WORDS",
     "TOKENIZER_MODES",

@@ -10,17 +10,23 @@ import pytest
 from engine.config import EngineConfig
 from engine.indexer import build_index
 from engine.pipeline import Candidates, bm25_scale, fuse
-from engine.scripts import chapter_script_shares, is_cross_lingual, query_script_share
+from engine.scripts import (
+    chapter_scripts,
+    is_cross_lingual,
+    query_script_share,
+    script_shares,
+    term_letters,
+)
 from engine.search import Engine
 from engine.sparse_counts import count_matrix
-from engine.tokenizer import CJK, LATIN, script_of, tokenize
+from engine.tokenizer import CJK, LATIN, script_letters, script_of, tokenize
 from engine.tree import parse_kb
 from tests.engine.engine_kit import HASH_CFG, TINY_KB, write_kb
 
 
 def _shares(texts: list[str]) -> dict[str, float]:
     counts, terms = count_matrix([tokenize(t) for t in texts])
-    return chapter_script_shares(counts, terms)
+    return script_shares(chapter_scripts(counts, terms))
 
 
 def test_a_text_is_latin_when_its_letters_outnumber_three_per_cjk_character() -> None:
@@ -86,12 +92,21 @@ def test_a_search_knows_the_share_of_chapters_in_its_querys_script(tmp_path: Pat
     assert engine.candidates("2024", pool=5).script_share == 1.0
 
 
-def test_a_big_index_reads_its_shares_off_evenly_spaced_chapters(monkeypatch) -> None:
-    import engine.scripts as scripts
+def test_term_letters_count_as_script_letters_does_for_every_term() -> None:
+    terms = ["检索", "rerank", "", "é", "k8s", "トークン", "한국어", "v8.5", "混合hybrid", "", "x", ""]
+    want = [script_letters(t) for t in terms]
+    assert term_letters(terms).tolist() == [[float(a), float(b)] for a, b in want]
+    assert term_letters([]).shape == (0, 2)
 
-    texts = ["检索增强生成的切块策略", "Chunking splits a page", "重排模型对候选做精排"] * 40
-    exact = _shares(texts)
-    monkeypatch.setattr(scripts, "SAMPLE_CHAPTERS", 30)
-    sampled = _shares(texts)
-    assert sampled[LATIN] == pytest.approx(exact[LATIN], abs=0.05)
-    assert sampled[LATIN] + sampled[CJK] == pytest.approx(1.0)
+
+def test_a_filtered_search_weighs_by_the_mix_of_the_chapters_it_keeps(tmp_path: Path) -> None:
+    english = {
+        "api/http.md": "---\ncategory: api\n---\n# HTTP API\n\nThe search endpoint returns JSON.\n",
+    }
+    kb_dir = write_kb(tmp_path / "kb", {**TINY_KB, **english})
+    build_index(parse_kb(kb_dir), HASH_CFG, str(tmp_path / "idx"))
+    engine = Engine.open(kb_dir, tmp_path / "idx", HASH_CFG)
+    question = "How does the search endpoint answer?"
+    assert is_cross_lingual(engine.candidates(question, pool=5).script_share)
+    only_api = engine.candidates(question, pool=5, filters={"category": "api"})
+    assert only_api.script_share == 1.0  # every chapter it searches is English
