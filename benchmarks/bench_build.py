@@ -13,6 +13,8 @@ non-embedding work after it).
 - ``round2``: round 2's default, the numpy USE model and one vector per chapter.
 - ``default``: the built-in defaults (ONNX USE, passage vectors, ``embedding.workers`` 0 =
   one text at a time per CPU core).
+- ``default-numpy``: the defaults with the old embedder (numpy USE): the same build, the
+  embedder alone changed.
 - ``no-passages`` / ``one-worker``: the defaults without passages / on one worker.
 """
 
@@ -35,6 +37,7 @@ SHARED = next(p / "shared" / "data" for p in ROOT.parents if (p / "shared" / "da
 CONFIGS: dict[str, dict[str, object]] = {
     "round2": {"embedding.provider": "use", "index.passage_chars": 0},
     "default": {},
+    "default-numpy": {"embedding.provider": "use"},
     "no-passages": {"index.passage_chars": 0},
     "one-worker": {"embedding.workers": 1},
 }

@@ -36,8 +36,8 @@ class Candidates:
     expansion_terms: tuple[str, ...] = ()
     pool: int = 0  # how many per channel were asked for (lists may be shorter)
     timings: Mapping[str, float] = field(default_factory=dict)
-    # Share of the index's chapters written in the query's script (engine/scripts.py); under
-    # one half the query is cross-lingual and fusion.cross_lingual_bm25 weighs BM25.
+    # Share of the searched chapters written in a script the query uses (engine/scripts.py);
+    # under one half the query is cross-lingual and fusion.cross_lingual_bm25 weighs BM25.
     script_share: float = 1.0
 
 
