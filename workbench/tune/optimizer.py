@@ -22,7 +22,7 @@ import datetime as dt
 import math
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -202,19 +202,11 @@ def optimize(
         specs = size_guard.select(specs, params)
     records = store.load_records()
     size = size_guard.size_guard(gs, specs, records)
-    inert = ""
-    if not params and (size.ok or yes or narrow):  # the search will run: open the index
-        specs, inert = without_inert(specs, gs, evaluator_for(store.baseline_config()))
-        size = size_guard.size_guard(gs, specs, records)
-    narrowed = ""
-    if narrow and size.too_few_queries:
-        narrowed = f"{size.message()}; --narrow: "
-        specs = size_guard.narrowed(specs, size)
-        narrowed += f"searching {', '.join(s.key for s in specs)} only"
-        size = size_guard.size_guard(gs, specs, records)
-    note = "; ".join(n for n in (inert, narrowed, size_guard.check(size, yes=yes)) if n)
+    if not (size.ok or yes or narrow):
+        size_guard.check(size, yes=yes)  # refuses before anything is opened or locked
     guard = contextlib.nullcontext() if dry_run else store.writing("optimize", notify)
     with guard:
+        specs, note = _fit_space(specs, gs, records, evaluator_for, store, params, narrow, yes)
         if note and notify:  # once the lock is held: a refusal stays the one line it was
             notify(note)
         out = _search_and_submit(
@@ -233,6 +225,33 @@ def optimize(
     if note:
         out.study.notes.insert(0, note)
     return out
+
+
+def _fit_space(
+    specs: Sequence[ParamSpec],
+    gs: golden.GoldenSet,
+    records: Sequence[Mapping[str, Any]],
+    evaluator_for: Callable[[EngineConfig], Evaluator],
+    store: ExperimentStore,
+    params: Sequence[str] | None,
+    narrow: bool,
+    yes: bool,
+) -> tuple[tuple[ParamSpec, ...], str]:
+    """The space the set can search and the note that says how it was cut: keys that move
+    no tune query left out (``without_inert``; not when ``params`` names them), then the
+    first keys the set carries (``narrow``); raises where the guard refuses the rest."""
+    inert = ""
+    if not params:
+        specs, inert = without_inert(specs, gs, evaluator_for(store.baseline_config()))
+    size = size_guard.size_guard(gs, specs, records)
+    narrowed = ""
+    if narrow and size.too_few_queries:
+        narrowed = f"{size.message()}; --narrow: "
+        specs = size_guard.narrowed(specs, size)
+        narrowed += f"searching {', '.join(s.key for s in specs)} only"
+        size = size_guard.size_guard(gs, specs, records)
+    note = "; ".join(n for n in (inert, narrowed, size_guard.check(size, yes=yes)) if n)
+    return tuple(specs), note
 
 
 def _search_and_submit(
