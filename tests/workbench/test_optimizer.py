@@ -241,10 +241,17 @@ def test_a_set_without_cross_lingual_questions_does_not_search_the_cross_lingual
     out = optimize(ws, _ev(ws), trials=3, seed=0, k_folds=3, yes=True, dry_run=True)
     assert "fusion.cross_lingual_bm25" not in [s["key"] for s in out.study.space]
     assert any("no tune question is cross-lingual" in n for n in out.study.notes)
+    # The Experiments page reads the notes in the reader's language (the UI's catalog).
+    from workbench.ui import i18n
+
+    zh = i18n.catalog("zh")
+    texts = out.study.note_texts(lambda key: zh.get(key, key))
+    assert any("调参集中没有对本索引而言跨语言的问题" in n for n in texts)
+    assert "fusion.cross_lingual_bm25" in out.study.to_dict()["notes"][0]  # saved in English
     # One cross-lingual tune question keeps it in the space.
     gs = golden.load(ws.dataset)
     first = gs.answerable("tune")[0].query
     engine = SimpleNamespace(query_script_share=lambda q: 0.2 if q == first else 0.9)
     specs = available(SEARCH_SPACE)
     kept, note = without_inert(specs, gs, SimpleNamespace(engine=engine))  # type: ignore[arg-type]
-    assert kept == specs and note == ""
+    assert kept == specs and note is None

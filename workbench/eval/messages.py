@@ -41,6 +41,12 @@ class Message:
         }
 
 
+def translated(text: str, msg: Message | None, translate: Translate | None) -> str:
+    """``msg`` in the reader's language while ``text`` is still its English (a caller may
+    have replaced the text since; then the text is what it says)."""
+    return msg.render(translate) if msg is not None and msg.render() == text else text
+
+
 def join(parts: list[Message], sep: str = "; ") -> Message:
     """Several messages as one (``{0}; {1}``), each still translated on its own."""
     key = sep.join("{" + f"p{i}" + "}" for i in range(len(parts)))

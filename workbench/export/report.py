@@ -14,7 +14,7 @@ from typing import Any
 
 from engine.credentials import redact_urls
 from workbench.eval.attribution import CAUSES
-from workbench.eval.messages import Message, Translate
+from workbench.eval.messages import Message, Translate, translated
 from workbench.eval.run_record import ModeSummary, QueryRecord, RunRecord
 from workbench.eval.unjudged import share_message
 from workbench.tune.experiment_history import trajectory
@@ -76,12 +76,12 @@ class Report:
     note_messages: list[Message] = field(default_factory=list)
 
     def title_text(self, translate: Translate | None = None) -> str:
-        return _translated(self.title, self.title_message, translate)
+        return translated(self.title, self.title_message, translate)
 
     def note_texts(self, translate: Translate | None = None) -> list[str]:
         msgs: list[Message | None] = list(self.note_messages)
         msgs += [None] * (len(self.notes) - len(msgs))
-        return [_translated(n, m, translate) for n, m in zip(self.notes, msgs, strict=False)]
+        return [translated(n, m, translate) for n, m in zip(self.notes, msgs, strict=False)]
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -102,12 +102,6 @@ class Report:
             "config_yaml": self.config_yaml,
             "notes": self.notes,
         }
-
-
-def _translated(text: str, msg: Message | None, translate: Translate | None) -> str:
-    """``msg`` in the reader's language while ``text`` is still its English (a caller may
-    have replaced the text since; then the text is what it says)."""
-    return msg.render(translate) if msg is not None and msg.render() == text else text
 
 
 class _Records:

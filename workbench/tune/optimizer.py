@@ -33,6 +33,7 @@ from engine.pipeline import MAX_CACHED_POOL, pool_size
 from engine.scripts import is_cross_lingual
 from workbench.eval import golden
 from workbench.eval.evaluate import Evaluator, parent_function
+from workbench.eval.messages import Message, join
 from workbench.tune import rule as rules
 from workbench.tune import size_guard
 from workbench.tune.acceptance import Criterion
@@ -208,7 +209,7 @@ def optimize(
     with guard:
         specs, note = _fit_space(specs, gs, records, evaluator_for, store, params, narrow, yes)
         if note and notify:  # once the lock is held: a refusal stays the one line it was
-            notify(note)
+            notify(note.render())
         out = _search_and_submit(
             ws,
             store,
@@ -223,7 +224,7 @@ def optimize(
             specs,
         )
     if note:
-        out.study.notes.insert(0, note)
+        out.study.add_note(note, first=True)
     return out
 
 
@@ -236,11 +237,11 @@ def _fit_space(
     params: Sequence[str] | None,
     narrow: bool,
     yes: bool,
-) -> tuple[tuple[ParamSpec, ...], str]:
+) -> tuple[tuple[ParamSpec, ...], Message | None]:
     """The space the set can search and the note that says how it was cut: keys that move
     no tune query left out (``without_inert``; not when ``params`` names them), then the
     first keys the set carries (``narrow``); raises where the guard refuses the rest."""
-    inert = ""
+    inert = None
     if not params:
         specs, inert = without_inert(specs, gs, evaluator_for(store.baseline_config()))
     size = size_guard.size_guard(gs, specs, records)
@@ -250,8 +251,10 @@ def _fit_space(
         specs = size_guard.narrowed(specs, size)
         narrowed += f"searching {', '.join(s.key for s in specs)} only"
         size = size_guard.size_guard(gs, specs, records)
-    note = "; ".join(n for n in (inert, narrowed, size_guard.check(size, yes=yes)) if n)
-    return tuple(specs), note
+    # The size guard's own words are English here (the Experiments page says them itself).
+    parts = [inert, *(Message(n) for n in (narrowed, size_guard.check(size, yes=yes)) if n)]
+    kept = [p for p in parts if p is not None]
+    return tuple(specs), (join(kept) if kept else None)
 
 
 def _search_and_submit(
@@ -287,9 +290,11 @@ def _search_and_submit(
     pick = study.trial(study.pick)
     changes = base.diff(base.with_overrides(pick.params)) if pick else {}
     if not changes:
-        study.notes.append(
-            "no trial beats the baseline by more than one standard error of its fold "
-            "scores; nothing submitted"
+        study.add_note(
+            Message(
+                "no trial beats the baseline by more than one standard error of its fold "
+                "scores; nothing submitted"
+            )
         )
         return Outcome(study, None, None if dry_run else save_study(store.folder, study))
     sidecar = None if dry_run else save_study(store.folder, study)
@@ -313,7 +318,7 @@ def _search_and_submit(
         confirm=[confirmation(study)],
     )
     if result.no_effect:
-        study.notes.append("the pick ranks every query as the baseline does; nothing logged")
+        study.add_note(Message("the pick ranks every query as the baseline does; nothing logged"))
     elif not dry_run:
         study.experiment = result.number
     if not dry_run:
@@ -324,24 +329,22 @@ def _search_and_submit(
 # Keys that move no query of a set without cross-lingual questions (engine/scripts.py):
 # searched there they only take a place the size guard counts.
 CROSS_LINGUAL_KEYS = ("fusion.cross_lingual_bm25",)
+INERT_NOTE = "not searching {keys}: no tune question is cross-lingual for this index"
 
 
 def without_inert(
     specs: Sequence[ParamSpec], gs: golden.GoldenSet, evaluator: Evaluator
-) -> tuple[tuple[ParamSpec, ...], str]:
+) -> tuple[tuple[ParamSpec, ...], Message | None]:
     """``specs`` less the keys that cannot move a tune query of ``gs``, and a note naming
-    them ("" when none is left out)."""
+    them (None when none is left out)."""
     share = getattr(evaluator.engine, "query_script_share", None)
     items = gs.answerable("tune")
     if share is None or any(is_cross_lingual(share(i.query)) for i in items):
-        return tuple(specs), ""
+        return tuple(specs), None
     kept = tuple(s for s in specs if s.key not in CROSS_LINGUAL_KEYS)
     if len(kept) == len(specs):
-        return kept, ""
-    return kept, (
-        f"not searching {', '.join(CROSS_LINGUAL_KEYS)}: no tune question is cross-lingual "
-        "for this index"
-    )
+        return kept, None
+    return kept, Message(INERT_NOTE, {"keys": ", ".join(CROSS_LINGUAL_KEYS)})
 
 
 def size_guard_for(ws: Workspace) -> size_guard.SizeGuard:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.atomic import atomic_write_text
+from workbench.eval.messages import Message, Translate, translated
 
 STUDIES = "studies"  # folder of the study sidecars, beside the experiment log
 
@@ -53,7 +54,19 @@ class Study:
     seconds: float
     stopped_by: str  # "trials" | "timeout"
     experiment: int | None = None
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # English, as saved and printed
+    # the messages notes were rendered from, for a reader in another language (not saved)
+    note_messages: list[Message] = field(default_factory=list)
+
+    def add_note(self, msg: Message, *, first: bool = False) -> None:
+        """Note ``msg``: its English in ``notes`` (first or last), the message beside it."""
+        self.notes.insert(0 if first else len(self.notes), msg.render())
+        self.note_messages.append(msg)
+
+    def note_texts(self, translate: Translate | None = None) -> list[str]:
+        """The notes in the reader's language where a message is known for them."""
+        by_text = {m.render(): m for m in self.note_messages}
+        return [translated(n, by_text.get(n), translate) for n in self.notes]
 
     def trial(self, number: int | None) -> TrialRow | None:
         return next((t for t in self.trials if t.number == number), None)
@@ -63,7 +76,8 @@ class Study:
         return fold_mean(self.baseline_folds)
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        d = asdict(replace(self, note_messages=[]))
+        del d["note_messages"]
         d["baseline_score"] = self.baseline_score
         return d
 

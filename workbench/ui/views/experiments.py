@@ -230,7 +230,7 @@ with ui.guarded(t("Experiments")):
         resources.clear_data()
         if outcome.experiment is not None:
             state.set_experiment_result(outcome.experiment)
-        for note in outcome.study.notes:
+        for note in outcome.study.note_texts(t):
             st.info(note)
     studies = load_studies(ws.experiments)
     if studies:
