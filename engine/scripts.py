@@ -42,8 +42,8 @@ def term_letters(terms: Sequence[str]) -> np.ndarray:
     if not terms:
         return np.zeros((0, 2))
     points = np.frombuffer("".join(terms).encode("utf-32-le"), dtype=np.uint32)
-    starts = np.zeros(len(terms), dtype=np.int64)
-    np.cumsum([len(t) for t in terms[:-1]], out=starts[1:])
+    lengths = np.fromiter(map(len, terms), dtype=np.int64, count=len(terms))
+    starts = np.concatenate(([0], np.cumsum(lengths[:-1])))
     out = np.zeros((len(terms), 2))
     for col, ranges in enumerate((LATIN_RANGES, CJK_RANGES)):
         hit = np.zeros(len(points), dtype=np.float64)
@@ -52,7 +52,7 @@ def term_letters(terms: Sequence[str]) -> np.ndarray:
         # reduceat sums each term's span; an empty term's span is its successor's first
         # point, so those rows are zeroed after
         out[:, col] = np.add.reduceat(np.append(hit, 0.0), starts)
-    out[np.array([len(t) == 0 for t in terms])] = 0.0
+    out[lengths == 0] = 0.0
     return out
 
 
