@@ -255,3 +255,24 @@ def test_a_set_without_cross_lingual_questions_does_not_search_the_cross_lingual
     specs = available(SEARCH_SPACE)
     kept, note = without_inert(specs, gs, SimpleNamespace(engine=engine))  # type: ignore[arg-type]
     assert kept == specs and note is None
+
+
+def test_the_size_guards_note_reads_in_chinese_and_keeps_its_english() -> None:
+    from workbench.tune import size_guard
+    from workbench.ui import i18n
+
+    zh = i18n.catalog("zh")
+    guard = size_guard.SizeGuard(queries=18, params=12, mde=0.031, effects_seen=0.009)
+    note = size_guard.check(guard, yes=True)
+    assert note is not None
+    assert note.render() == (
+        "golden set too small for this search: 18 tune queries for 12 searched parameters "
+        "(fewer than 10 a parameter: the search would fit these queries; they carry about 1); "
+        "the set's minimum detectable MRR effect (0.031) is above the typical effect its "
+        "experiments show (0.009); searching anyway (--yes)"
+    )
+    assert guard.message() + "; searching anyway (--yes)" == note.render()
+    chinese = note.render(lambda key: zh.get(key, key))
+    assert chinese.startswith("黄金集太小，撑不起这次搜索：18 条调参查询对应 12 个搜索参数")
+    assert chinese.endswith("仍然搜索（--yes）")
+    assert size_guard.check(size_guard.SizeGuard(200, 5, 0.01, 0.02), yes=False) is None

@@ -245,15 +245,15 @@ def _fit_space(
     if not params:
         specs, inert = without_inert(specs, gs, evaluator_for(store.baseline_config()))
     size = size_guard.size_guard(gs, specs, records)
-    narrowed = ""
+    narrowed = None
     if narrow and size.too_few_queries:
-        narrowed = f"{size.message()}; --narrow: "
         specs = size_guard.narrowed(specs, size)
-        narrowed += f"searching {', '.join(s.key for s in specs)} only"
+        keys = ", ".join(s.key for s in specs)
+        narrowed = Message(
+            "{guard}; --narrow: searching {keys} only", {"guard": size.note(), "keys": keys}
+        )
         size = size_guard.size_guard(gs, specs, records)
-    # The size guard's own words are English here (the Experiments page says them itself).
-    parts = [inert, *(Message(n) for n in (narrowed, size_guard.check(size, yes=yes)) if n)]
-    kept = [p for p in parts if p is not None]
+    kept = [n for n in (inert, narrowed, size_guard.check(size, yes=yes)) if n is not None]
     return tuple(specs), (join(kept) if kept else None)
 
 

@@ -24,6 +24,7 @@ from engine.errors import EngineError
 from engine.tree import parse_kb
 from workbench.eval.golden import GoldenSet
 from workbench.eval.health import GoldenHealth, golden_health
+from workbench.eval.messages import Message, join
 from workbench.eval.record_schema import RunRecordError
 from workbench.eval.run_record import list_runs, load_run_record
 from workbench.tune.experiment_store import ExperimentStore
@@ -63,21 +64,41 @@ class SizeGuard:
         """How many parameters this many queries can carry (at least one)."""
         return max(1, self.queries // QUERIES_PER_PARAM)
 
-    def message(self) -> str:
-        """One sentence per problem found ("" when none)."""
+    def note(self) -> Message | None:
+        """One sentence per problem found, as a message the UI can translate (None: none)."""
         parts = []
         if self.too_few_queries:
             parts.append(
-                f"{self.queries} tune queries for {self.params} searched parameters (fewer "
-                f"than {QUERIES_PER_PARAM} a parameter: the search would fit these queries; "
-                f"they carry about {self.carried_params})"
+                Message(
+                    "{queries} tune queries for {params} searched parameters (fewer than "
+                    "{per} a parameter: the search would fit these queries; they carry about "
+                    "{carried})",
+                    {
+                        "queries": self.queries,
+                        "params": self.params,
+                        "per": QUERIES_PER_PARAM,
+                        "carried": self.carried_params,
+                    },
+                )
             )
         if self.effects_too_small:
             parts.append(
-                f"the set's minimum detectable MRR effect ({self.mde:.3f}) is above the "
-                f"typical effect its experiments show ({self.effects_seen:.3f})"
+                Message(
+                    "the set's minimum detectable MRR effect ({mde}) is above the typical "
+                    "effect its experiments show ({seen})",
+                    {"mde": f"{self.mde:.3f}", "seen": f"{self.effects_seen:.3f}"},
+                )
             )
-        return "golden set too small for this search: " + "; ".join(parts) if parts else ""
+        if not parts:
+            return None
+        return Message(
+            "golden set too small for this search: {problems}", {"problems": join(parts)}
+        )
+
+    def message(self) -> str:
+        """The note's English ("" when none)."""
+        note = self.note()
+        return note.render() if note else ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -105,12 +126,13 @@ def narrowed(specs: Sequence[ParamSpec], guard: SizeGuard) -> tuple[ParamSpec, .
     return tuple(specs[: guard.carried_params])
 
 
-def check(guard: SizeGuard, *, yes: bool) -> str:
-    """Raise when the search should not run; else the note to keep with it ("" when fine)."""
-    if guard.ok:
-        return ""
+def check(guard: SizeGuard, *, yes: bool) -> Message | None:
+    """Raise when the search should not run; else the note to keep with it (None: fine)."""
+    note = guard.note()
+    if note is None:
+        return None
     if yes:
-        return guard.message() + "; searching anyway (--yes)"
+        return join([note, Message("searching anyway (--yes)")])
     hint = "" if not guard.too_few_queries else f", --narrow to search {guard.carried_params}"
     raise SearchTooLargeError(
         f"{guard.message()}. Grow the set (see `wikirag golden health`), pass --yes to "
